@@ -1,0 +1,130 @@
+"""The one error tree of the engine.
+
+Every error the engine raises on purpose derives from :class:`FleetError`; each
+carries the process exit code the CLI uses for it (SPEC.md, "Exit codes")::
+
+    FleetError                      exit 1
+    ├── UsageError                  exit 2  bad flag values, bad usage
+    │   ├── ConfigError             exit 2  malformed fleet.yaml / Kueue objects
+    │   └── InputError              exit 2  missing or unreadable input
+    ├── PlanInvariantError          exit 1  a plan that breaks "every item in exactly one leaf"
+    ├── UnreachableError            exit 4
+    │   ├── ProviderUnreachable     exit 4  model provider cannot be reached
+    │   └── StoreUnreachable        exit 4  session store cannot be opened
+    ├── ProviderError               exit 1  a provider answered with an error
+    │   ├── RateLimited                     429 (retryable, carries retry_after)
+    │   ├── Overloaded                      500/503/529 (retryable)
+    │   ├── QuotaExhausted                  spend/credit exhausted (never retried)
+    │   └── ClientRequestError              other 4xx (never retried)
+    ├── BudgetExhausted             exit 3  a budget stops a session (it pauses, it is not killed)
+    ├── SessionNotFound             exit 2
+    └── StoreError                  exit 4  the store failed while open
+
+Messages never contain credentials: constructors take only what is safe to show.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExhausted",
+    "ClientRequestError",
+    "ConfigError",
+    "FleetError",
+    "InputError",
+    "Overloaded",
+    "PlanInvariantError",
+    "ProviderError",
+    "ProviderUnreachable",
+    "QuotaExhausted",
+    "RateLimited",
+    "SessionNotFound",
+    "StoreError",
+    "StoreUnreachable",
+    "UnreachableError",
+    "UsageError",
+]
+
+
+class FleetError(Exception):
+    """Root of every error the engine raises on purpose."""
+
+    exit_code: int = 1
+
+
+class UsageError(FleetError):
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    pass
+
+
+class InputError(UsageError):
+    pass
+
+
+class PlanInvariantError(FleetError):
+    pass
+
+
+class UnreachableError(FleetError):
+    exit_code = 4
+
+
+class ProviderUnreachable(UnreachableError):
+    pass
+
+
+class StoreUnreachable(UnreachableError):
+    pass
+
+
+class StoreError(FleetError):
+    exit_code = 4
+
+
+class SessionNotFound(FleetError):
+    exit_code = 2
+
+
+class ProviderError(FleetError):
+    """A provider answered with an error status."""
+
+    def __init__(self, message: str, *, status: int = 0, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return False
+
+
+class RateLimited(ProviderError):
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class Overloaded(ProviderError):
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class QuotaExhausted(ProviderError):
+    pass
+
+
+class ClientRequestError(ProviderError):
+    pass
+
+
+class BudgetExhausted(FleetError):
+    """Raised by the gateway when a call would cross a budget; the caller pauses."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, scope: str = "session") -> None:
+        super().__init__(message)
+        self.scope = scope

@@ -1,0 +1,60 @@
+"""The session-log port (SPEC.md, "Session log").
+
+The log is the single source of truth of the engine: a harness keeps nothing it could
+not rebuild from it. Implementations: :mod:`agent_fleet.session.sqlite` (embedded default)
+and :mod:`agent_fleet.session.postgres`.
+
+Guarantees every implementation gives (one test suite checks both):
+
+* ``seq`` starts at 1 per session and has no gaps;
+* ``emit_events`` is atomic: all of its events are stored, or none;
+* when ``emit_event``/``emit_events`` returns, the events are durable: they survive ``kill -9``
+  of the process (group commit: many events share one fsync, none is acknowledged early);
+* the projection (:class:`SessionRecord`) is updated in the same transaction as the events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent_fleet.domain.events import Event, SessionRecord
+
+__all__ = ["SessionLog", "WakeState"]
+
+
+@dataclass(frozen=True, slots=True)
+class WakeState:
+    """What a fresh harness needs to continue a session: its record and its whole history."""
+
+    session: SessionRecord
+    events: tuple[Event, ...]
+
+
+class SessionLog(Protocol):
+    async def open(self) -> None:
+        """Connect and create the schema if needed. Raises StoreUnreachable."""
+
+    async def close(self) -> None:
+        """Flush pending writes and release resources. Safe to call twice."""
+
+    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
+        """Append one event; returns it with its ``seq`` once it is durable."""
+
+    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
+        """Append several events to one session atomically."""
+
+    async def get_session(self, session_id: str) -> SessionRecord | None: ...
+
+    async def get_events(self, session_id: str, after: int = 0) -> list[Event]:
+        """Events with ``seq > after``, in order."""
+
+    async def wake(self, session_id: str) -> WakeState:
+        """Everything needed to rebuild the session. Raises SessionNotFound."""
+
+    async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
+        """Run streams, newest first."""
+
+    async def list_sessions(self, run_id: str) -> list[SessionRecord]:
+        """Agent sessions of a run, in session-id order."""
