@@ -58,3 +58,11 @@ class SessionLog(Protocol):
 
     async def list_sessions(self, run_id: str) -> list[SessionRecord]:
         """Agent sessions of a run, in session-id order."""
+
+    async def events_of_run(self, run_id: str, types: Sequence[str] | None = None) -> list[Event]:
+        """Events of every agent session of a run (optionally only these types), by session then seq."""
+
+    async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
+        """Store a small JSON document under a key, replacing the previous one (e.g. admission state)."""
+
+    async def get_snapshot(self, key: str) -> dict[str, Any] | None: ...
