@@ -7,6 +7,7 @@ Messages use the OpenAI chat-completions shape (``role``, ``content``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from agent_fleet.domain.usage import Usage
@@ -50,6 +51,10 @@ class ChatResponse:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     model: str = ""
+    # Set by the gateway: list-price cost of this call, and the kinds of errors it retried through
+    # ("rate_limited", "server", "timeout") before this answer, so the log alone holds every figure.
+    cost_usd: Decimal = Decimal(0)
+    retried: tuple[str, ...] = ()
 
     def assistant_message(self) -> dict[str, Any]:
         """The response as an OpenAI-shaped assistant message, for the conversation history."""
@@ -68,6 +73,8 @@ class ChatResponse:
             "usage": self.usage.to_dict(),
             "finish_reason": self.finish_reason,
             "model": self.model,
+            "cost_usd": str(self.cost_usd),
+            "retried": list(self.retried),
         }
 
     @classmethod
@@ -78,4 +85,6 @@ class ChatResponse:
             usage=Usage.from_dict(data.get("usage")),
             finish_reason=data.get("finish_reason", "stop"),
             model=data.get("model", ""),
+            cost_usd=Decimal(str(data.get("cost_usd", "0"))),
+            retried=tuple(data.get("retried", ())),
         )

@@ -7,9 +7,11 @@ wire format over HTTP and knows nothing of budgets.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Protocol
 
 from agent_fleet.domain.model import ChatRequest, ChatResponse
+from agent_fleet.domain.usage import Usage
 
 __all__ = ["ModelGateway", "ModelProvider"]
 
@@ -33,3 +35,6 @@ class ModelGateway(Protocol):
     """
 
     async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse: ...
+
+    def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
+        """Tell the gateway what a session had already spent (replayed from its log on resume)."""

@@ -1,0 +1,180 @@
+"""The stateless harness: wake a session from its log and run its tool-using loop.
+
+The harness holds nothing it could not rebuild: every step is decided by
+:func:`~agent_fleet.brain.step.next_action` over a :class:`SessionView` folded from the log, and
+every effect is recorded before the next decision. After a crash a new harness calls ``wake``:
+
+* a model call with a recorded request and no recorded response is sent again (nothing else is);
+* a tool whose result was recorded is never run again. ``submit_result`` records its call, its
+  result items and its tool result in one atomic append, so a result is never recorded twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from agent_fleet.brain.protocol import (
+    FINISH,
+    SUBMIT_RESULT,
+    ToolArgumentError,
+    parse_arguments,
+    parse_result_items,
+)
+from agent_fleet.brain.step import CallModel, Complete, Limits, Pause, RunTool, next_action
+from agent_fleet.brain.view import SessionView
+from agent_fleet.domain.events import Event, EventType
+from agent_fleet.domain.model import ChatRequest, ToolCall
+from agent_fleet.domain.results import ResultItem
+from agent_fleet.errors import BudgetExhausted, ProviderError, UnreachableError
+from agent_fleet.hands.port import Hands
+from agent_fleet.session.port import SessionLog
+from agent_fleet.spend.port import ModelGateway
+
+__all__ = ["Harness", "Outcome", "SessionOutcome"]
+
+
+class Outcome(StrEnum):
+    COMPLETED = "completed"
+    PAUSED = "paused"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOutcome:
+    session_id: str
+    outcome: Outcome
+    reason: str = ""
+
+
+class Harness:
+    """Runs one session at a time; cheap to create, safe to lose."""
+
+    def __init__(self, *, log: SessionLog, gateway: ModelGateway, hands: Hands, limits: Limits | None = None) -> None:
+        self._log = log
+        self._gateway = gateway
+        self._hands = hands
+        self._limits = limits or Limits()
+        self._tools = (SUBMIT_RESULT, FINISH, *hands.specs())
+        self._hand_tools = frozenset(s.name for s in hands.specs())
+
+    async def run(self, session_id: str, *, attempt: int = 1) -> SessionOutcome:
+        state = await self._log.wake(session_id)
+        view = SessionView.from_events(state.events)
+        if view.state.terminal:
+            return SessionOutcome(session_id, Outcome(view.state.value))
+        self._gateway.restore_spent(session_id, view.usage, view.cost_usd)
+        if view.started:
+            await self._emit(view, EventType.SESSION_RESUMED, {"attempt": attempt})
+        else:
+            await self._emit(view, EventType.SESSION_STARTED, {"attempt": attempt})
+        while True:
+            action = next_action(view, self._limits)
+            if action is None:
+                return SessionOutcome(session_id, Outcome(view.state.value))
+            if isinstance(action, CallModel):
+                paused = await self._call_model(view, action)
+                if paused is not None:
+                    return paused
+            elif isinstance(action, RunTool):
+                await self._run_tool(view, action.call)
+            elif isinstance(action, Complete):
+                events: list[tuple[str, dict[str, Any]]] = []
+                if action.text_result:
+                    item = self._result(
+                        view, view.results, {"title": action.text_result[:120], "body": action.text_result}
+                    )
+                    events.append((EventType.RESULT_ITEM, item))
+                events.append(
+                    (EventType.SESSION_COMPLETED, {"summary": action.summary, "results": view.results + len(events)})
+                )
+                await self._emit_many(view, events)
+                return SessionOutcome(session_id, Outcome.COMPLETED)
+            elif isinstance(action, Pause):
+                await self._emit(view, EventType.SESSION_PAUSED, {"reason": action.reason})
+                return SessionOutcome(session_id, Outcome.PAUSED, action.reason)
+
+    async def _call_model(self, view: SessionView, action: CallModel) -> SessionOutcome | None:
+        request = ChatRequest(model=view.model, messages=view.messages, tools=self._tools, max_tokens=view.max_tokens)
+        try:
+            if not action.reissue:
+                await self._emit(view, EventType.MODEL_REQUEST, {"turn": action.turn})
+            response = await self._gateway.complete(view.session_id, request)
+        except BudgetExhausted as exc:
+            await self._emit(
+                view, EventType.SESSION_PAUSED, {"reason": "budget", "scope": exc.scope, "detail": str(exc)}
+            )
+            return SessionOutcome(view.session_id, Outcome.PAUSED, "budget")
+        except (ProviderError, UnreachableError) as exc:
+            await self._emit(
+                view,
+                EventType.MODEL_ERROR,
+                {
+                    "turn": action.turn,
+                    "error": str(exc),
+                    "status": getattr(exc, "status", 0),
+                    "kind": type(exc).__name__,
+                },
+            )
+            raise
+        await self._emit(view, EventType.MODEL_RESPONSE, {"turn": action.turn, "response": response.to_dict()})
+        return None
+
+    async def _run_tool(self, view: SessionView, call: ToolCall) -> None:
+        start = (EventType.TOOL_CALL, {"call_id": call.id, "name": call.name, "arguments": call.arguments})
+        try:
+            args = parse_arguments(call.arguments)
+            if call.name == SUBMIT_RESULT.name:
+                items = parse_result_items(args)
+                events: list[tuple[str, dict[str, Any]]] = [start]
+                events += [
+                    (EventType.RESULT_ITEM, self._result(view, view.results + n, it)) for n, it in enumerate(items)
+                ]
+                events.append(self._tool_result(call, f"accepted {len(items)} result(s)"))
+                await self._emit_many(view, events)
+                return
+            if call.name == FINISH.name:
+                summary = args.get("summary", "")
+                result = self._tool_result(call, "session finished")
+                result[1]["summary"] = str(summary)[:2000]
+                await self._emit_many(view, [start, result])
+                return
+        except ToolArgumentError as exc:
+            await self._emit_many(view, [start, self._tool_result(call, f"error: {exc}", is_error=True)])
+            return
+        if call.name not in self._hand_tools:
+            await self._emit_many(view, [start, self._tool_result(call, f"error: unknown tool {call.name!r}", True)])
+            return
+        if call.id not in view.started_calls:
+            await self._emit(view, *start)
+        out = await self._hands.execute(call.name, args)
+        await self._emit(view, *self._tool_result(call, out.output, out.is_error))
+
+    @staticmethod
+    def _tool_result(call: ToolCall, output: str, is_error: bool = False) -> tuple[str, dict[str, Any]]:
+        return (EventType.TOOL_RESULT, {"call_id": call.id, "name": call.name, "output": output, "is_error": is_error})
+
+    @staticmethod
+    def _result(view: SessionView, n: int, item: dict[str, Any]) -> dict[str, Any]:
+        extra = {k: v for k, v in item.items() if k not in ("title", "body", "category", "confidence", "location")}
+        return ResultItem(
+            id=f"{view.session_id}.r{n:04d}",
+            partition_id=view.partition.id,
+            session_id=view.session_id,
+            title=item["title"],
+            body=item["body"],
+            category=item.get("category"),
+            confidence=item.get("confidence"),
+            location=item.get("location"),
+            extra=extra,
+        ).to_dict()
+
+    async def _emit(self, view: SessionView, type: str, data: dict[str, Any]) -> Event:
+        ev = await self._log.emit_event(view.session_id, type, data)
+        view.apply(ev)
+        return ev
+
+    async def _emit_many(self, view: SessionView, events: list[tuple[str, dict[str, Any]]]) -> None:
+        for ev in await self._log.emit_events(view.session_id, events):
+            view.apply(ev)

@@ -1,0 +1,103 @@
+"""A session's state, rebuilt from its events alone.
+
+:class:`SessionView` is a fold over the session's events: ``apply`` each event in order and the
+view holds the conversation, the turn, the calls still owed a result, what was spent and whether
+the session is done. The harness keeps nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from agent_fleet.brain.protocol import SYSTEM_PROMPT, first_user_message
+from agent_fleet.domain.events import Event, EventType, SessionState, project_state
+from agent_fleet.domain.model import ChatResponse, ToolCall
+from agent_fleet.domain.plan import Partition
+from agent_fleet.domain.usage import Usage
+
+__all__ = ["SessionView"]
+
+
+@dataclass
+class SessionView:
+    session_id: str
+    run_id: str
+    task: str
+    partition: Partition
+    model: str
+    max_tokens: int
+    messages: list[dict[str, Any]]
+    state: SessionState = SessionState.CREATED
+    turn: int = 0  # model responses recorded
+    pending_turn: int | None = None  # a model_request with no response yet
+    last_response: ChatResponse | None = None
+    open_calls: list[ToolCall] = field(default_factory=list)  # calls of the last response owed a result
+    results: int = 0  # result items recorded
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: Decimal = Decimal(0)
+    finished: bool = False
+    started: bool = False
+    last_seq: int = 0
+    pause_reason: str | None = None
+    finish_summary: str = ""
+    started_calls: set[str] = field(default_factory=set)  # tool calls recorded as started
+
+    @classmethod
+    def from_events(cls, events: list[Event] | tuple[Event, ...]) -> SessionView:
+        if not events or events[0].type != EventType.SESSION_CREATED:
+            raise ValueError("an agent session's log starts with session_created")
+        first = events[0]
+        info = first.data
+        partition = Partition.from_dict(info["partition"])
+        view = cls(
+            session_id=first.session_id,
+            run_id=info["run_id"],
+            task=info["task"],
+            partition=partition,
+            model=info.get("model", ""),
+            max_tokens=int(info.get("max_tokens", 4096)),
+            messages=[
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": first_user_message(info["task"], partition)},
+            ],
+        )
+        for ev in events:
+            view.apply(ev)
+        return view
+
+    def apply(self, ev: Event) -> None:
+        self.last_seq = ev.seq
+        state = project_state(ev.type)
+        if state is not None:
+            self.state = state
+        t = ev.type
+        if t == EventType.SESSION_STARTED:
+            self.started = True
+        elif t == EventType.MODEL_REQUEST:
+            self.pending_turn = int(ev.data["turn"])
+        elif t == EventType.MODEL_RESPONSE:
+            resp = ChatResponse.from_dict(ev.data["response"])
+            self.turn = int(ev.data["turn"])
+            self.pending_turn = None
+            self.last_response = resp
+            self.messages.append(resp.assistant_message())
+            self.open_calls = list(resp.tool_calls)
+            self.usage = self.usage + resp.usage
+            self.cost_usd += resp.cost_usd
+        elif t == EventType.TOOL_RESULT:
+            call_id = ev.data["call_id"]
+            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": ev.data["output"]})
+            self.open_calls = [c for c in self.open_calls if c.id != call_id]
+            if ev.data.get("name") == "finish":
+                self.finished = True
+                self.finish_summary = str(ev.data.get("summary", ""))
+        elif t == EventType.TOOL_CALL:
+            self.started_calls.add(ev.data["call_id"])
+        elif t == EventType.RESULT_ITEM:
+            self.results += 1
+        elif t == EventType.SESSION_PAUSED:
+            self.pause_reason = str(ev.data.get("reason", ""))
+        elif t in (EventType.SESSION_RESUMED, EventType.SESSION_ADMITTED):
+            self.pause_reason = None
