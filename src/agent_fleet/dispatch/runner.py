@@ -111,6 +111,9 @@ class Dispatcher:
                 attempt -= 1
                 continue
             self.stats.attempts_failed += 1
+            kind = "timeout" if error.startswith("timed out") else "provider"
+            failed = {"attempt": attempt, "kind": kind, "error": error}
+            await self._log.emit_event(sid, EventType.ATTEMPT_FAILED, failed)
             if attempt >= self._opts.max_attempts:
                 await self._log.emit_event(sid, EventType.SESSION_FAILED, {"error": error, "attempts": attempt})
                 self.stats.queued -= 1

@@ -40,6 +40,7 @@ class EventType(StrEnum):
     SESSION_PAUSED = "session_paused"  # {reason}
     SESSION_RESUMED = "session_resumed"
     SESSION_PREEMPTED = "session_preempted"  # {reason, by}
+    ATTEMPT_FAILED = "attempt_failed"  # {attempt, kind: timeout|provider, error}
     SESSION_FAILED = "session_failed"  # {error}
     SESSION_COMPLETED = "session_completed"  # {summary}
     BUDGET_RAISED = "budget_raised"  # {tokens?, usd?}

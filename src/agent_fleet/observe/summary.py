@@ -1,0 +1,85 @@
+"""Run figures computed from the session log alone, so the summary always equals what the log holds."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState
+from agent_fleet.domain.model import ChatResponse
+from agent_fleet.domain.usage import Usage
+
+__all__ = ["RunFigures", "run_figures"]
+
+# How the gateway names retried errors, and how a failed call's error class maps onto them.
+_ERROR_KINDS = {"rate_limited": "rate_limited", "server": "server", "timeout": "timeout"}
+_FAILED_CALL_KIND = {
+    "RateLimited": "rate_limited",
+    "Overloaded": "server",
+    "ProviderUnreachable": "timeout",
+}
+
+
+@dataclass(slots=True)
+class RunFigures:
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: Decimal = Decimal(0)
+    llm_calls: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    results_raw: int = 0
+    sessions: Counter[str] = field(default_factory=Counter)
+    per_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_summary(self) -> dict[str, Any]:
+        return {
+            "sessions": {
+                "completed": self.sessions.get(SessionState.COMPLETED, 0),
+                "failed": self.sessions.get(SessionState.FAILED, 0),
+                "paused": self.sessions.get(SessionState.PAUSED, 0),
+                "other": sum(
+                    n
+                    for s, n in self.sessions.items()
+                    if s not in (SessionState.COMPLETED, SessionState.FAILED, SessionState.PAUSED)
+                ),
+            },
+            "results_raw": self.results_raw,
+            "tokens": {
+                "input": self.usage.input_tokens,
+                "output": self.usage.output_tokens,
+                "cached_input": self.usage.cached_input_tokens,
+                "total": self.usage.total_tokens,
+            },
+            "cost_usd": float(self.cost_usd),
+            "cost_usd_exact": str(self.cost_usd),
+            "llm_calls": self.llm_calls,
+            "errors": {k: self.errors.get(k, 0) for k in ("rate_limited", "server", "timeout")},
+            "per_model": self.per_model,
+        }
+
+
+def run_figures(sessions: list[SessionRecord], events: list[Event]) -> RunFigures:
+    """Fold the events of a run's agent sessions into its figures."""
+    fig = RunFigures()
+    for rec in sessions:
+        fig.sessions[rec.state] += 1
+    for ev in events:
+        if ev.type == EventType.MODEL_RESPONSE:
+            resp = ChatResponse.from_dict(ev.data["response"])
+            fig.usage = fig.usage + resp.usage
+            fig.cost_usd += resp.cost_usd
+            fig.llm_calls += 1
+            for kind in resp.retried:
+                fig.errors[_ERROR_KINDS.get(kind, "server")] += 1
+            m = fig.per_model.setdefault(resp.model or "unknown", {"calls": 0, "tokens": 0, "cost_usd": "0"})
+            m["calls"] += 1
+            m["tokens"] += resp.usage.total_tokens
+            m["cost_usd"] = str(Decimal(m["cost_usd"]) + resp.cost_usd)
+        elif ev.type == EventType.MODEL_ERROR:
+            fig.errors[_FAILED_CALL_KIND.get(str(ev.data.get("kind", "")), "server")] += 1
+        elif ev.type == EventType.ATTEMPT_FAILED and ev.data.get("kind") == "timeout":
+            fig.errors["timeout"] += 1
+        elif ev.type == EventType.RESULT_ITEM:
+            fig.results_raw += 1
+    return fig
