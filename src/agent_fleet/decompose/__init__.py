@@ -1,1 +1,21 @@
-"""decompose."""
+"""Decompose: task + input → a plan of exclusive partitions, one agent session per leaf.
+
+Inputs: a directory (a codebase: its text files, honouring .gitignore), a ``.txt`` (or any other) file with one
+item per line, a ``.jsonl`` file with one JSON record per line, a ``.csv`` file with a header row, or nothing.
+"""
+
+from agent_fleet.decompose.options import DecomposeOptions, estimate_tokens
+from agent_fleet.decompose.planner import DIRECTORY_TOOLS, URL_TOOLS, decompose, plan_source
+from agent_fleet.decompose.read import read_items
+from agent_fleet.decompose.source import InputSource
+
+__all__ = [
+    "DIRECTORY_TOOLS",
+    "URL_TOOLS",
+    "DecomposeOptions",
+    "InputSource",
+    "decompose",
+    "estimate_tokens",
+    "plan_source",
+    "read_items",
+]
