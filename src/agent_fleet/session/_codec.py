@@ -1,0 +1,209 @@
+"""Pieces both session-log backends share: JSON text, URL redaction and group-commit batches.
+
+A *batch* is everything a writer drained from its queue in one go; it is committed in one
+transaction. :func:`plan_batch` reduces a batch to one projection delta per session (how many
+events, the creating event, the last state change) and :func:`assign` turns the per-session
+base ``seq`` the database handed out into event rows and acknowledged :class:`Event` values.
+Both are pure, so the two backends agree on every rule of the projection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState, project_state
+from agent_fleet.errors import StoreError
+
+__all__ = [
+    "AppendRequest",
+    "SessionDelta",
+    "SnapshotRequest",
+    "assign",
+    "check_append",
+    "decode_data",
+    "encode_data",
+    "plan_batch",
+    "record_from_row",
+    "redact_url",
+    "resolve_futures",
+]
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_encode = _encoder.encode
+_decode = json.JSONDecoder().decode
+# An escaped NUL that is not itself the tail of an escaped backslash ("\\u0000" is text, not NUL).
+_ESCAPED_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def encode_data(data: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The event data as a plain dict and as compact JSON text.
+
+    NUL characters are stored as U+FFFD by every backend: PostgreSQL ``jsonb`` cannot hold
+    them, and both backends must return the same data for the same input.
+    """
+    if data is None:
+        return {}, "{}"
+    value = data if type(data) is dict else dict(data)
+    try:
+        text = _encode(value)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"event data is not JSON: {exc}") from None
+    if "\\u0000" in text:
+        text = _ESCAPED_NUL.sub(r"\1\\ufffd", text)
+        value = _decode(text)
+    # The caller keeps its dict; the stored event gets its own copy.
+    return (dict(value) if value is data else value), text
+
+
+def decode_data(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    value = _decode(text)
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def check_append(session_id: object, type: object) -> None:
+    if not isinstance(session_id, str) or not session_id:
+        raise StoreError(f"session id must be a non-empty string, got {session_id!r}")
+    if not isinstance(type, str) or not type:
+        raise StoreError(f"event type must be a non-empty string, got {type!r}")
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced, safe for messages and logs."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        user = parts.username or ""
+        return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+    except ValueError:
+        return f"{url.split(':', 1)[0]}://<unparseable URL>"
+
+
+# -- group commit -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class AppendRequest:
+    """One ``emit_event``/``emit_events`` call waiting in a writer queue: atomic on its own."""
+
+    session_id: str
+    items: Sequence[tuple[str, dict[str, Any], str]]  # (type, data, json text)
+    future: asyncio.Future[list[Event]]
+
+
+@dataclass(slots=True)
+class SnapshotRequest:
+    key: str
+    text: str
+    future: asyncio.Future[list[Event]]
+
+
+@dataclass(slots=True)
+class SessionDelta:
+    """What one batch does to one session's projection row."""
+
+    session_id: str
+    count: int
+    first_type: str  # the creating event, if this batch creates the stream
+    first_data: dict[str, Any]
+    first_text: str
+    state: SessionState | None  # the last state change in the batch, None when unchanged
+
+    @property
+    def kind(self) -> str:
+        return "run" if self.first_type == EventType.RUN_CREATED else "agent"
+
+    @property
+    def run_id(self) -> str | None:
+        if self.first_type == EventType.RUN_CREATED:
+            return None
+        value = self.first_data.get("run_id")
+        return value if isinstance(value, str) else None
+
+    @property
+    def created_state(self) -> SessionState:
+        return self.state if self.state is not None else SessionState.CREATED
+
+
+def plan_batch(requests: Iterable[AppendRequest]) -> dict[str, SessionDelta]:
+    """One delta per session, in session-id order (a fixed lock order between concurrent writers)."""
+    deltas: dict[str, SessionDelta] = {}
+    for request in requests:
+        delta = deltas.get(request.session_id)
+        items = request.items
+        if delta is None:
+            first = items[0]
+            delta = deltas[request.session_id] = SessionDelta(request.session_id, 0, first[0], first[1], first[2], None)
+        delta.count += len(items)
+        for item in items:
+            state = project_state(item[0])
+            if state is not None:
+                delta.state = state
+    return {key: deltas[key] for key in sorted(deltas)}
+
+
+def assign(
+    requests: Iterable[AppendRequest], base: dict[str, int], now: float
+) -> tuple[list[tuple[str, int, str, float, str]], list[tuple[AppendRequest, list[Event]]]]:
+    """Event rows and acknowledgements, given the last ``seq`` before this batch per session.
+
+    ``base`` is advanced in place; queue order within a session becomes ``seq`` order.
+    """
+    rows: list[tuple[str, int, str, float, str]] = []
+    acks: list[tuple[AppendRequest, list[Event]]] = []
+    for request in requests:
+        sid = request.session_id
+        seq = base[sid]
+        events = []
+        for type_, data, text in request.items:
+            seq += 1
+            rows.append((sid, seq, type_, now, text))
+            events.append(Event(sid, seq, type_, now, data))
+        base[sid] = seq
+        acks.append((request, events))
+    return rows, acks
+
+
+def resolve_futures(outcomes: Sequence[tuple[asyncio.Future[list[Event]], list[Event] | BaseException]]) -> None:
+    """Runs on the futures' event loop; a caller that gave up waiting is skipped."""
+    for future, outcome in outcomes:
+        if future.done():
+            continue
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+
+def record_from_row(
+    session_id: str,
+    kind: str,
+    run_id: str | None,
+    state: str | None,
+    last_seq: int,
+    created_at: float,
+    updated_at: float,
+    info: dict[str, Any],
+) -> SessionRecord:
+    # A NULL state means no event has moved the stream since it was created.
+    return SessionRecord(
+        session_id=session_id,
+        kind=kind,
+        run_id=run_id,
+        state=SessionState(state) if state else SessionState.CREATED,
+        last_seq=int(last_seq),
+        created_at=float(created_at),
+        updated_at=float(updated_at),
+        info=info,
+    )

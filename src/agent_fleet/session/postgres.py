@@ -1,0 +1,445 @@
+"""The scale-out session log: PostgreSQL through asyncpg, with the same group commit as SQLite.
+
+Group commit. Callers enqueue append requests and await a future; one writer task per
+process (owned by the log: started by :meth:`open`, drained and joined by :meth:`close`)
+drains the queue and commits each batch in one transaction, then resolves the futures.
+A commit returns after PostgreSQL has flushed its WAL (``synchronous_commit`` on, the server
+default), so an acknowledged event survives the death of this process and of the server.
+
+Several processes may append to the same store, even to the same session. ``seq`` comes from
+the projection row: one ``INSERT ... ON CONFLICT DO UPDATE SET last_seq = last_seq + n
+RETURNING last_seq`` per batch reserves a contiguous range per session under the row lock,
+in the same transaction as the events, so ranges never overlap and an aborted batch leaves no
+gap. Rows are locked in session-id order, so concurrent writers cannot deadlock. The primary
+key on ``(session_id, seq)`` backs all of this up.
+
+Events go in with ``COPY`` (``copy_records_to_table``): measured ~1.6x faster than
+``executemany`` for 2,000-event batches and no slower for 10-event ones. ``data`` is ``jsonb``.
+A NULL ``state`` in the projection means the stream has not moved since it was created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+
+from agent_fleet.domain.events import Event, SessionRecord
+from agent_fleet.errors import SessionNotFound, StoreError, StoreUnreachable
+from agent_fleet.session._codec import (
+    AppendRequest,
+    SnapshotRequest,
+    assign,
+    check_append,
+    decode_data,
+    encode_data,
+    plan_batch,
+    record_from_row,
+    redact_url,
+    resolve_futures,
+)
+from agent_fleet.session.port import WakeState
+
+__all__ = ["PostgresSessionLog"]
+
+SCHEMA_VERSION = 1
+_Outcome = tuple[asyncio.Future[list[Event]], list[Event] | BaseException]
+
+
+class _Lifecycle(enum.Enum):
+    NEW = "new"
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class PostgresSessionLog:
+    """:class:`~agent_fleet.session.port.SessionLog` on PostgreSQL; tables live in ``schema`` if given."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        pool_max: int = 8,
+        max_batch_events: int = 5_000,
+        connect_timeout_s: float = 10.0,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._dsn = dsn
+        self.schema = schema
+        self._pool_max = max(2, pool_max)
+        self._max_batch_events = max(1, max_batch_events)
+        self._connect_timeout_s = connect_timeout_s
+        self._wall_clock = wall_clock
+        self._state = _Lifecycle.NEW
+        self._pool: asyncpg.Pool | None = None
+        self._appends: collections.deque[AppendRequest] = collections.deque()
+        self._snapshots: collections.deque[SnapshotRequest] = collections.deque()
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._writer: asyncio.Task[None] | None = None
+        self._sql = _Statements(f'"{schema}".' if schema else "")
+
+    def __repr__(self) -> str:
+        return f"PostgresSessionLog(url={redact_url(self._dsn)!r}, schema={self.schema!r}, state={self._state.value})"
+
+    async def __aenter__(self) -> PostgresSessionLog:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._state is _Lifecycle.OPEN:
+            return
+        if self._state is not _Lifecycle.NEW:
+            raise StoreError("a closed session store cannot be reopened; create a new one")
+        try:
+            self._pool = await asyncpg.create_pool(
+                self._dsn, min_size=1, max_size=self._pool_max, timeout=self._connect_timeout_s
+            )
+            async with self._pool.acquire() as conn, conn.transaction():
+                # Serialises concurrent first opens: CREATE ... IF NOT EXISTS is not race-free.
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext('agent_fleet.session_log'))")
+                if self.schema:
+                    await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                await conn.execute(self._sql.schema)
+                version = await conn.fetchval(self._sql.schema_version)
+                if version is None:
+                    await conn.execute(self._sql.set_schema_version, str(SCHEMA_VERSION))
+                elif int(version) > SCHEMA_VERSION:
+                    raise StoreError(f"session store has schema version {version}; this version reads {SCHEMA_VERSION}")
+        except StoreError:
+            await self._discard_pool()
+            raise
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await self._discard_pool()
+            raise StoreUnreachable(f"cannot reach session store {redact_url(self._dsn)}: {self._reason(exc)}") from None
+        self._state = _Lifecycle.OPEN
+        # Owned, not fire-and-forget: close() drains the queue and awaits this task.
+        self._writer = asyncio.get_running_loop().create_task(self._writer_main(), name="session-log-writer")
+
+    async def close(self) -> None:
+        if self._state is _Lifecycle.NEW:
+            self._state = _Lifecycle.CLOSED
+            return
+        if self._state is _Lifecycle.OPEN:
+            self._state = _Lifecycle.CLOSING
+            self._closing = True
+            self._wake.set()
+        if self._writer is not None:
+            # Every request queued before close() is committed and acknowledged before this returns.
+            await asyncio.shield(self._writer)
+        await self._discard_pool()
+        self._state = _Lifecycle.CLOSED
+
+    async def _discard_pool(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                await asyncio.wait_for(pool.close(), timeout=self._connect_timeout_s)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                pool.terminate()
+
+    def _reason(self, exc: BaseException) -> str:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        password = urlsplit(self._dsn).password
+        return reason.replace(password, "***") if password else reason
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
+        check_append(session_id, type)
+        value, text = encode_data(data)
+        events = await self._submit(AppendRequest(session_id, ((type, value, text),), self._new_future()))
+        return events[0]
+
+    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
+        check_append(session_id, "event")
+        items = []
+        for type_, data in events:
+            check_append(session_id, type_)
+            value, text = encode_data(data)
+            items.append((type_, value, text))
+        if not items:
+            return []
+        return await self._submit(AppendRequest(session_id, items, self._new_future()))
+
+    async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
+        check_append(key, "snapshot")
+        _, text = encode_data(data)
+        request = SnapshotRequest(key, text, self._new_future())
+        self._ensure_open()
+        self._snapshots.append(request)
+        self._wake.set()
+        await request.future
+
+    def _new_future(self) -> asyncio.Future[list[Event]]:
+        return asyncio.get_running_loop().create_future()
+
+    def _submit(self, request: AppendRequest) -> asyncio.Future[list[Event]]:
+        self._ensure_open()
+        self._appends.append(request)
+        self._wake.set()
+        return request.future
+
+    def _ensure_open(self) -> None:
+        if self._state is not _Lifecycle.OPEN:
+            raise StoreError(f"session store is {self._state.value}, not open")
+
+    async def _writer_main(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while await self._write_pending():
+                pass
+            if self._closing and not self._appends and not self._snapshots:
+                return
+
+    async def _write_pending(self) -> bool:
+        """Commit one batch from the queues; False when they were empty."""
+        appends: list[AppendRequest] = []
+        budget = self._max_batch_events
+        queue = self._appends
+        while queue and budget > 0:
+            request = queue.popleft()
+            appends.append(request)
+            budget -= len(request.items)
+        snapshots: list[SnapshotRequest] = []
+        while self._snapshots:
+            snapshots.append(self._snapshots.popleft())
+        if not appends and not snapshots:
+            return False
+        outcomes: list[_Outcome]
+        try:
+            outcomes = await self._commit(appends, snapshots)
+        except Exception as exc:
+            everyone: list[AppendRequest | SnapshotRequest] = [*appends, *snapshots]
+            if len(everyone) > 1 and _request_specific(exc):
+                # One bad request must not fail its batch-mates: retry each in its own transaction.
+                outcomes = []
+                for one in everyone:
+                    try:
+                        if isinstance(one, AppendRequest):
+                            outcomes += await self._commit([one], [])
+                        else:
+                            outcomes += await self._commit([], [one])
+                    except Exception as single:
+                        outcomes.append((one.future, _as_store_error(single)))
+            else:
+                error = _as_store_error(exc)
+                outcomes = [(r.future, error) for r in everyone]
+        resolve_futures(outcomes)
+        return True
+
+    async def _commit(self, appends: list[AppendRequest], snapshots: list[SnapshotRequest]) -> list[_Outcome]:
+        pool = self._pool
+        if pool is None:
+            raise StoreError("session store is closed")
+        deltas = plan_batch(appends)
+        now = self._wall_clock()
+        sql = self._sql
+        async with pool.acquire() as conn, conn.transaction():
+            base: dict[str, int] = {}
+            if deltas:
+                reserved = await conn.fetch(
+                    sql.reserve,
+                    list(deltas),
+                    [d.count for d in deltas.values()],
+                    [d.kind for d in deltas.values()],
+                    [d.run_id for d in deltas.values()],
+                    [d.state for d in deltas.values()],
+                    [d.first_text for d in deltas.values()],
+                    now,
+                )
+                base = {sid: last - deltas[sid].count for sid, last in reserved}
+            rows, acks = assign(appends, base, now)
+            if rows:
+                await conn.copy_records_to_table(
+                    "fleet_events",
+                    records=rows,
+                    columns=("session_id", "seq", "type", "time", "data"),
+                    schema_name=self.schema,
+                )
+            if snapshots:
+                await conn.executemany(sql.put_snapshot, [(s.key, s.text, now) for s in snapshots])
+        outcomes: list[_Outcome] = [(request.future, events) for request, events in acks]
+        outcomes += [(s.future, []) for s in snapshots]
+        return outcomes
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _reader(self) -> asyncpg.Pool:
+        self._ensure_open()
+        assert self._pool is not None
+        return self._pool
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        try:
+            row = await self._reader().fetchrow(self._sql.select_session, session_id)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise _read_error(exc) from None
+        return None if row is None else _record(row)
+
+    async def get_events(self, session_id: str, after: int = 0) -> list[Event]:
+        return await self._fetch_events(self._sql.select_events, session_id, after)
+
+    async def wake(self, session_id: str) -> WakeState:
+        try:
+            async with self._reader().acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+                # One snapshot for the record and the history.
+                row = await conn.fetchrow(self._sql.select_session, session_id)
+                rows = [] if row is None else await conn.fetch(self._sql.select_events, session_id, 0)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise _read_error(exc) from None
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r} in the session store")
+        return WakeState(_record(row), tuple(_events(rows)))
+
+    async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
+        return await self._fetch_records(self._sql.list_runs, limit)
+
+    async def list_sessions(self, run_id: str) -> list[SessionRecord]:
+        return await self._fetch_records(self._sql.list_sessions, run_id)
+
+    async def events_of_run(self, run_id: str, types: Sequence[str] | None = None) -> list[Event]:
+        if types is None:
+            return await self._fetch_events(self._sql.events_of_run, run_id)
+        wanted = list(dict.fromkeys(types))
+        if not wanted:
+            return []
+        return await self._fetch_events(self._sql.events_of_run_typed, run_id, wanted)
+
+    async def get_snapshot(self, key: str) -> dict[str, Any] | None:
+        try:
+            text = await self._reader().fetchval(self._sql.get_snapshot, key)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise _read_error(exc) from None
+        return None if text is None else decode_data(text)
+
+    async def _fetch_events(self, query: str, *args: Any) -> list[Event]:
+        try:
+            rows = await self._reader().fetch(query, *args)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise _read_error(exc) from None
+        return _events(rows)
+
+    async def _fetch_records(self, query: str, *args: Any) -> list[SessionRecord]:
+        try:
+            rows = await self._reader().fetch(query, *args)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise _read_error(exc) from None
+        return [_record(row) for row in rows]
+
+
+class _Statements:
+    """Every statement, with table names qualified by the configured schema."""
+
+    def __init__(self, q: str) -> None:
+        cols = "session_id, kind, run_id, state, last_seq, created_at, updated_at, info::text"
+        self.schema = f"""
+            CREATE TABLE IF NOT EXISTS {q}fleet_meta (key text PRIMARY KEY, value text NOT NULL);
+            CREATE TABLE IF NOT EXISTS {q}fleet_sessions (
+                session_id text PRIMARY KEY,
+                kind text NOT NULL,
+                run_id text,
+                state text,
+                last_seq bigint NOT NULL,
+                created_at double precision NOT NULL,
+                updated_at double precision NOT NULL,
+                info jsonb NOT NULL
+            );
+            CREATE INDEX IF NOT EXISTS fleet_sessions_by_run ON {q}fleet_sessions (run_id, session_id);
+            CREATE INDEX IF NOT EXISTS fleet_sessions_by_kind ON {q}fleet_sessions (kind, created_at);
+            CREATE TABLE IF NOT EXISTS {q}fleet_events (
+                session_id text NOT NULL,
+                seq bigint NOT NULL,
+                type text NOT NULL,
+                time double precision NOT NULL,
+                data jsonb NOT NULL,
+                PRIMARY KEY (session_id, seq)
+            );
+            CREATE TABLE IF NOT EXISTS {q}fleet_snapshots (
+                key text PRIMARY KEY, data jsonb NOT NULL, updated_at double precision NOT NULL
+            );
+        """
+        self.schema_version = f"SELECT value FROM {q}fleet_meta WHERE key = 'schema_version'"
+        self.set_schema_version = f"INSERT INTO {q}fleet_meta VALUES ('schema_version', $1)"
+        # Rows go in (and are locked) in session-id order: a fixed lock order between writers.
+        self.reserve = f"""
+            INSERT INTO {q}fleet_sessions AS s
+                (session_id, kind, run_id, state, last_seq, created_at, updated_at, info)
+            SELECT t.session_id, t.kind, t.run_id, t.state, t.n, $7, $7, t.info::jsonb
+            FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+                WITH ORDINALITY AS t(session_id, n, kind, run_id, state, info, ord)
+            ORDER BY t.ord
+            ON CONFLICT (session_id) DO UPDATE SET
+                last_seq = s.last_seq + excluded.last_seq,
+                updated_at = excluded.updated_at,
+                state = coalesce(excluded.state, s.state)
+            RETURNING s.session_id, s.last_seq
+        """
+        self.put_snapshot = (
+            f"INSERT INTO {q}fleet_snapshots (key, data, updated_at) VALUES ($1, $2::text::jsonb, $3) "
+            "ON CONFLICT (key) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
+        )
+        self.get_snapshot = f"SELECT data::text FROM {q}fleet_snapshots WHERE key = $1"
+        self.select_session = f"SELECT {cols} FROM {q}fleet_sessions WHERE session_id = $1"
+        event_cols = "e.session_id, e.seq, e.type, e.time, e.data::text"
+        self.select_events = (
+            f"SELECT {event_cols} FROM {q}fleet_events e WHERE e.session_id = $1 AND e.seq > $2 ORDER BY e.seq"
+        )
+        self.list_runs = (
+            f"SELECT {cols} FROM {q}fleet_sessions WHERE kind = 'run' "
+            "ORDER BY created_at DESC, session_id DESC LIMIT $1"
+        )
+        self.list_sessions = f"SELECT {cols} FROM {q}fleet_sessions WHERE run_id = $1 ORDER BY session_id"
+        run_join = (
+            f"SELECT {event_cols} FROM {q}fleet_sessions s "
+            f"JOIN {q}fleet_events e ON e.session_id = s.session_id WHERE s.run_id = $1"
+        )
+        self.events_of_run = f"{run_join} ORDER BY s.session_id, e.seq"
+        self.events_of_run_typed = f"{run_join} AND e.type = ANY($2::text[]) ORDER BY s.session_id, e.seq"
+
+
+def _record(row: Any) -> SessionRecord:
+    sid, kind, run_id, state, last_seq, created_at, updated_at, info = row
+    return record_from_row(sid, kind, run_id, state, last_seq, created_at, updated_at, decode_data(info))
+
+
+def _events(rows: Any) -> list[Event]:
+    return [Event(sid, seq, type_, time_, decode_data(data)) for sid, seq, type_, time_, data in rows]
+
+
+def _request_specific(exc: BaseException) -> bool:
+    """Errors one request's content can cause (bad text, bad JSON); others fail the whole batch."""
+    return isinstance(exc, (asyncpg.DataError, ValueError, OverflowError))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _as_store_error(exc: BaseException) -> BaseException:
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError)):
+        error = StoreError(f"session store write failed: {_first_line(exc)}")
+        error.__cause__ = exc
+        return error
+    return exc
+
+
+def _read_error(exc: BaseException) -> StoreError:
+    return StoreError(f"session store read failed: {_first_line(exc)}")
