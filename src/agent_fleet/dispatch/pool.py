@@ -1,0 +1,251 @@
+"""The worker pool: registry, assignment leases, reassignment on failure, graceful degradation.
+
+A *worker* is anything that runs agent sessions (a harness task, a process, a Ray actor, a CLI
+agent slot). Workers register with their capabilities and a maximum load; the pool hands out
+:class:`Lease` objects when a session is assigned.
+
+Invariants:
+
+* A session has at most one current lease. Every (re)assignment bumps the lease's ``attempt``
+  (a fencing token). :meth:`WorkerPool.release` answers False for a stale lease, and the caller must
+  then drop that worker's outcome: a session reassigned to a backup is never run twice to
+  completion.
+* A backup resumes the session from its log (the runner calls ``wake(session_id)``), so a
+  reassignment never restarts a session from scratch.
+* The pool never raises for lack of capacity: :meth:`WorkerPool.acquire` returns None and the caller
+  queues the session. A depleted pool means fewer concurrent sessions, not a failed run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from agent_fleet.clock import Clock
+from agent_fleet.dispatch.health import BreakerState, HealthConfig, HealthMonitor, Liveness
+from agent_fleet.dispatch.selection import Candidate, capability_weighted, form_team, least_loaded
+
+__all__ = ["Lease", "PoolStats", "Reassignment", "WorkerPool", "WorkerSpec"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSpec:
+    worker_id: str
+    skills: Mapping[str, float] = field(default_factory=dict)  # skill -> depth (> 0)
+    models: frozenset[str] = frozenset()  # empty: any model
+    tools: frozenset[str] = frozenset()  # empty: any tool
+    max_load: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_load < 1:
+            raise ValueError(f"worker {self.worker_id}: max_load must be at least 1")
+
+    def serves(self, model: str | None, tools: Collection[str]) -> bool:
+        if model is not None and self.models and model not in self.models:
+            return False
+        return not (tools and self.tools and not set(tools) <= self.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    session_id: str
+    worker_id: str
+    attempt: int  # fencing token: 1 for the first assignment, +1 on every reassignment
+    probe: bool = False  # this assignment is the half-open breaker's probe
+    started_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    session_id: str
+    from_worker: str
+    reason: str  # "dead" | "hung" | "failed" | "timeout" | "at_risk"
+    lease: Lease | None  # the backup's lease; None when no backup is free (queue the session)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    workers: int
+    admitting: int
+    open_breakers: int
+    dead: int
+    hung: int
+    load: int
+    free_slots: int
+
+    @property
+    def degraded(self) -> bool:
+        """Some registered workers take no work: the fleet runs fewer sessions at once."""
+        return self.admitting < self.workers
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        health: HealthConfig | None = None,
+        load_slack: int = 2,
+    ) -> None:
+        self._clock = clock
+        self.health = HealthMonitor(clock, health)
+        self._load_slack = load_slack
+        self._specs: dict[str, WorkerSpec] = {}
+        self._running: dict[str, set[str]] = {}  # worker -> session ids
+        self._leases: dict[str, Lease] = {}  # session -> current lease
+        self._attempts: dict[str, int] = {}  # session -> last attempt handed out
+
+    # -- registry -----------------------------------------------------------------------------
+    def register(self, spec: WorkerSpec) -> None:
+        self._specs[spec.worker_id] = spec
+        self._running.setdefault(spec.worker_id, set())
+        if spec.worker_id not in self.health:
+            self.health.add(spec.worker_id)
+
+    def deregister(self, worker_id: str) -> list[Reassignment]:
+        """Remove a worker; its sessions move to backups (or come back with lease None)."""
+        moved = self._evacuate(worker_id, "dead", count_failure=False)
+        self._specs.pop(worker_id, None)
+        self._running.pop(worker_id, None)
+        self.health.remove(worker_id)
+        return moved
+
+    def heartbeat(self, worker_id: str, *, progress: object = None) -> None:
+        if worker_id in self._specs:
+            self.health.heartbeat(worker_id, progress=progress)
+
+    def workers(self) -> tuple[str, ...]:
+        return tuple(sorted(self._specs))
+
+    def load(self, worker_id: str) -> int:
+        return len(self._running.get(worker_id, ()))
+
+    # -- assignment ---------------------------------------------------------------------------
+    def _candidates(self, model: str | None, tools: Collection[str], exclude: Collection[str]) -> list[Candidate]:
+        out: list[Candidate] = []
+        for wid, spec in self._specs.items():
+            if wid in exclude or not spec.serves(model, tools) or not self.health.admits_work(wid):
+                continue
+            load = self.load(wid)
+            max_load = spec.max_load
+            if self.health.breaker(wid) is BreakerState.HALF_OPEN:
+                max_load = load + 1  # a probing worker takes exactly one session
+            out.append(Candidate(wid, load, max_load, spec.skills))
+        return out
+
+    def acquire(
+        self,
+        session_id: str,
+        *,
+        required_skills: Collection[str] = (),
+        model: str | None = None,
+        tools: Collection[str] = (),
+        exclude: Collection[str] = (),
+    ) -> Lease | None:
+        """Assign a session to a worker, or None when no worker is free (queue it and retry)."""
+        if session_id in self._leases:
+            raise ValueError(f"session {session_id} already holds a lease")
+        cands = self._candidates(model, tools, exclude)
+        pick = (
+            capability_weighted(cands, required_skills, load_slack=self._load_slack)
+            if required_skills
+            else least_loaded(cands)
+        )
+        if pick is None:
+            return None
+        return self._grant(session_id, pick.worker_id)
+
+    def _grant(self, session_id: str, worker_id: str) -> Lease:
+        probe = self.health.breaker(worker_id) is BreakerState.HALF_OPEN
+        if probe:
+            self.health.start_probe(worker_id)
+        attempt = self._attempts.get(session_id, 0) + 1
+        self._attempts[session_id] = attempt
+        lease = Lease(session_id, worker_id, attempt, probe, self._clock.now())
+        self._leases[session_id] = lease
+        self._running[worker_id].add(session_id)
+        self.health.set_busy(worker_id, True)
+        return lease
+
+    def is_current(self, lease: Lease) -> bool:
+        return self._leases.get(lease.session_id) == lease
+
+    def _drop(self, lease: Lease) -> None:
+        self._leases.pop(lease.session_id, None)
+        running = self._running.get(lease.worker_id)
+        if running is not None:
+            running.discard(lease.session_id)
+            if not running and lease.worker_id in self.health:
+                self.health.set_busy(lease.worker_id, False)
+
+    def release(self, lease: Lease, *, ok: bool, latency: float | None = None) -> bool:
+        """Report how a session ended on its worker. False: the lease is stale, drop the outcome."""
+        if not self.is_current(lease):
+            return False
+        took = self._clock.now() - lease.started_at if latency is None else latency
+        self._drop(lease)
+        if ok:
+            self.health.record_success(lease.worker_id, took)
+        else:
+            self.health.record_failure(lease.worker_id, took)
+        return True
+
+    def fail(self, lease: Lease, *, reason: str = "failed", latency: float | None = None) -> Reassignment | None:
+        """A session failed or timed out on its worker: count it, and move it to a backup.
+
+        Returns None for a stale lease (someone already moved the session).
+        """
+        if not self.is_current(lease):
+            return None
+        took = self._clock.now() - lease.started_at if latency is None else latency
+        self._drop(lease)
+        self.health.record_failure(lease.worker_id, took)
+        backup = self.acquire(lease.session_id, exclude=(lease.worker_id,))
+        return Reassignment(lease.session_id, lease.worker_id, reason, backup)
+
+    def _evacuate(self, worker_id: str, reason: str, *, count_failure: bool) -> list[Reassignment]:
+        moved: list[Reassignment] = []
+        for sid in sorted(self._running.get(worker_id, set())):
+            lease = self._leases[sid]
+            self._drop(lease)
+            if count_failure:
+                self.health.record_failure(worker_id)
+            backup = self.acquire(sid, exclude=(worker_id,))
+            moved.append(Reassignment(sid, worker_id, reason, backup))
+        return moved
+
+    def check(self) -> list[Reassignment]:
+        """Run the health checks: sessions on dead, hung or at-risk workers move to backups."""
+        moved: list[Reassignment] = []
+        for wid, state in self.health.unhealthy().items():
+            if self._running.get(wid):
+                moved.extend(self._evacuate(wid, str(state), count_failure=True))
+        for wid in self.health.at_risk():
+            if self._running.get(wid) and self._candidates(None, (), (wid,)):
+                moved.extend(self._evacuate(wid, "at_risk", count_failure=False))
+        return moved
+
+    def team(self, required: Collection[str]) -> tuple[str, ...] | None:
+        """The smallest set of healthy workers that together cover ``required``."""
+        picked = form_team(self._candidates(None, (), ()), required)
+        return None if picked is None else tuple(c.worker_id for c in picked)
+
+    # -- reads --------------------------------------------------------------------------------
+    def free_slots(self) -> int:
+        return sum(c.free for c in self._candidates(None, (), ()))
+
+    def statistics(self) -> PoolStats:
+        unhealthy = self.health.unhealthy()
+        return PoolStats(
+            workers=len(self._specs),
+            admitting=sum(1 for w in self._specs if self.health.admits_work(w)),
+            open_breakers=sum(1 for w in self._specs if self.health.breaker(w) is BreakerState.OPEN),
+            dead=sum(1 for s in unhealthy.values() if s is Liveness.DEAD),
+            hung=sum(1 for s in unhealthy.values() if s is Liveness.HUNG),
+            load=len(self._leases),
+            free_slots=self.free_slots(),
+        )
+
+    def __repr__(self) -> str:
+        s = self.statistics()
+        return f"WorkerPool(workers={s.workers}, admitting={s.admitting}, load={s.load}, free={s.free_slots})"
