@@ -114,6 +114,9 @@ class Plan:
         missing = sorted(set(range(self.total_items)) - set(seen))
         if missing:
             raise PlanInvariantError(f"items in no partition: {missing[:10]}")
+        unknown = sorted(i for i in seen if not 0 <= i < self.total_items)
+        if unknown:
+            raise PlanInvariantError(f"item ids outside the input (0..{self.total_items - 1}): {unknown[:10]}")
         for idx, p in enumerate(self.partitions):
             if p.index != idx:
                 raise PlanInvariantError(f"partition {p.id} has index {p.index}, expected {idx}")
