@@ -1,9 +1,163 @@
-"""Commands of this group are registered by :func:`register`."""
+"""``agent-fleet queues``: admission state per ClusterQueue, and ``queues simulate``."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
 import typer
+import yaml
+
+from agent_fleet.admission.controller import AdmissionController
+from agent_fleet.admission.kueue import load_kueue_yaml
+from agent_fleet.admission.objects import KueueObjects
+from agent_fleet.admission.simulate import format_result, load_scenario, simulate
+from agent_fleet.clock import VirtualClock
+from agent_fleet.errors import ConfigError, FleetError, StoreUnreachable
+
+__all__ = ["load_queue_config", "register"]
+
+SNAPSHOT_KEY = "admission"
+
+queues_app = typer.Typer(
+    name="queues",
+    help="Admission state: per queue admitted / pending active / pending inadmissible, usage vs quota.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+
+def _fail(exc: FleetError) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(exc.exit_code)
+
+
+def load_queue_config(path: Path) -> KueueObjects:
+    """Kueue objects from a fleet.yaml (``queues:`` a path or inline objects) or a Kueue YAML file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        first = next(iter(yaml.safe_load_all(text)), None)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nesting too deep") from None
+    if isinstance(first, Mapping) and "kind" not in first and "queues" in first:
+        queues = first["queues"]
+        if isinstance(queues, str):
+            target = Path(queues)
+            if not target.is_absolute():
+                target = path.parent / target
+            if not target.is_file():
+                raise ConfigError(f"{path}: queues: no such file {str(target)!r}")
+            return load_kueue_yaml(target)
+        if isinstance(queues, list):
+            return load_kueue_yaml(queues)
+        raise ConfigError(f"{path}: queues: must be a path to Kueue YAML or a list of Kueue objects")
+    if isinstance(first, Mapping) and "kind" not in first and isinstance(first.get("objects"), list):
+        return load_kueue_yaml(first["objects"])  # a simulation scenario
+    if isinstance(first, Mapping) and "kind" not in first:
+        raise ConfigError(f"{path}: neither Kueue YAML nor a fleet.yaml with queues:")
+    return load_kueue_yaml(path)
+
+
+def _read_live(store: str | None) -> dict[str, Any] | None:
+    from agent_fleet.session.store import open_store, resolve_store_url
+
+    url = resolve_store_url(store)
+    if url.lower().startswith("sqlite:"):
+        # Reading must not create an empty store where there was none.
+        raw = unquote(urlsplit(url).path[1:])
+        if raw and not Path(raw).expanduser().exists():
+            return None
+    log = open_store(url)
+
+    async def read() -> dict[str, Any] | None:
+        async with log:
+            return await log.get_snapshot(SNAPSHOT_KEY)
+
+    return asyncio.run(read())
+
+
+def _render(data: Mapping[str, Any], source: str) -> str:
+    rows = data.get("cluster_queues", [])
+    if not rows:
+        return "no ClusterQueues"
+    lines = [f"admission state ({source})"]
+    header = f"{'CLUSTERQUEUE':<24} {'COHORT':<16} {'ADMITTED':>8} {'ACTIVE':>8} {'INADMISSIBLE':>12}  USAGE/QUOTA"
+    lines.append(header)
+    for row in rows:
+        usage = ", ".join(
+            f"{r['resource']}[{r['flavor']}] {r['usage']}/{r['nominal_quota']}"
+            + (f" (+{r['borrowing_limit']} borrow)" if r.get("borrowing_limit") is not None else "")
+            for r in row.get("resources", [])
+        )
+        lines.append(
+            f"{row['name']:<24} {row.get('cohort') or '-':<16} {row['admitted']:>8} {row['pending_active']:>8} "
+            f"{row['pending_inadmissible']:>12}  {usage or '-'}"
+        )
+    return "\n".join(lines)
+
+
+@queues_app.callback()
+def queues(
+    ctx: typer.Context,
+    config: Path | None = typer.Option(None, "--config", help="fleet.yaml (queues:) or Kueue YAML"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    store: str | None = typer.Option(None, "--store", envvar="FLEET_STORE", help="session store URL"),
+) -> None:
+    """Per ClusterQueue: admitted, pending active, pending inadmissible, usage vs quota."""
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        live: dict[str, Any] | None = None
+        try:
+            live = _read_live(store)
+        except StoreUnreachable:
+            live = None
+        if live is not None:
+            data, source = live, "live run"
+        elif config is not None:
+            objects = load_queue_config(config)
+            for warning in objects.warnings:
+                typer.echo(f"warning: {warning}", err=True)
+            data = AdmissionController(objects, VirtualClock(), with_metrics=False).snapshot()
+            source = f"configuration {config}"
+        else:
+            data, source = {"cluster_queues": []}, "no run has stored admission state; no --config given"
+    except FleetError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        typer.echo(json.dumps({"source": source, **data}, sort_keys=True))
+    else:
+        typer.echo(_render(data, source) if data.get("cluster_queues") else source)
+
+
+@queues_app.command("simulate")
+def simulate_command(
+    scenario: Path = typer.Argument(..., help="scenario YAML (SPEC.md, Admission scenarios)"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Run a workload trace through the admission controller on a virtual clock."""
+    try:
+        loaded = load_scenario(scenario)
+        result = simulate(loaded)
+    except FleetError as exc:
+        raise _fail(exc) from None
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if as_json:
+        typer.echo(json.dumps(result.to_json()))
+    else:
+        typer.echo(format_result(result))
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
+    app.add_typer(queues_app, name="queues")
