@@ -1,0 +1,382 @@
+"""Streaming deduplication of a run's results, with an exact pass at the end.
+
+Results arrive in whatever order sessions finish, while the best version of a finding (highest
+confidence) may come last. The two goals — a live dedup rate and a final output that keeps the best
+member with no transitive chaining — are met in two passes over the same cached vectors:
+
+* **streaming** (:meth:`Aggregator.add`): exact duplicates by normalised-text hash first, then greedy
+  leader assignment in *arrival* order. The decision is provisional; the live rate it gives is
+  close to the final one (the same rule on the same vectors, only the order differs).
+* **final** (:meth:`Aggregator.finalize`): the same greedy rule re-run in *rank* order (confidence
+  descending, then the most complete body, then the earliest) on the vectors already embedded.
+  Every member is within the threshold of its representative and the representative is the best
+  member, by construction. Nothing is embedded again.
+
+Exact duplicates never reach the embedder: within a hash group the best-ranked member stands for
+the group, and the others follow it into whichever cluster it joins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from agent_fleet.aggregate.cache import EmbeddingCache
+from agent_fleet.aggregate.embedders import Embedder, SyncEmbedder
+from agent_fleet.aggregate.index import LeaderIndex, make_index
+from agent_fleet.aggregate.text import content_hash, embedding_text, rank_key
+from agent_fleet.aggregate.vectors import Vector
+from agent_fleet.domain.results import ResultItem
+
+__all__ = [
+    "UNCATEGORIZED",
+    "AggregateConfig",
+    "AggregateStats",
+    "Aggregator",
+    "CategoryStats",
+    "Decision",
+    "DecisionKind",
+]
+
+UNCATEGORIZED = "uncategorized"
+
+
+class DecisionKind(StrEnum):
+    NEW = "new"  # kept as a new representative
+    NEAR_DUPLICATE = "near_duplicate"  # absorbed into a leader at similarity >= threshold
+    EXACT_DUPLICATE = "exact_duplicate"  # same normalised text as an earlier result
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    kind: DecisionKind
+    item_id: str
+    leader_id: str  # the representative the item belongs to (itself when NEW)
+    similarity: float  # to the leader; 1.0 when NEW
+    exact_of: str | None = None  # for EXACT_DUPLICATE: the earlier result with the same text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": str(self.kind),
+            "item_id": self.item_id,
+            "leader_id": self.leader_id,
+            "similarity": round(self.similarity, 6),
+            "exact_of": self.exact_of,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AggregateConfig:
+    threshold: float | None = None  # cosine at which two results are one; None: the embedder's default
+    exact_leader_limit: int = 4096  # above this many leaders, an ANN index (faiss) when installed
+    index: str = "auto"  # "auto" | "exact" | "faiss"
+    embed_batch: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryStats:
+    raw: int  # results in clusters whose representative has this category
+    unique: int
+    dedup_rate: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"raw": self.raw, "unique": self.unique, "dedup_rate": round(self.dedup_rate, 4)}
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateStats:
+    raw: int
+    unique: int
+    exact_duplicates: int
+    near_duplicates: int
+    dedup_rate: float  # 1 - unique / raw
+    embedded: int  # texts sent to the embedder (cache misses)
+    cache_hits: int
+    final: bool  # False while decisions are provisional (streaming)
+    threshold: float
+    embedder: str
+    per_category: dict[str, CategoryStats] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "raw": self.raw,
+            "unique": self.unique,
+            "exact_duplicates": self.exact_duplicates,
+            "near_duplicates": self.near_duplicates,
+            "dedup_rate": round(self.dedup_rate, 4),
+            "embedded": self.embedded,
+            "cache_hits": self.cache_hits,
+            "final": self.final,
+            "threshold": self.threshold,
+            "embedder": self.embedder,
+            "per_category": {k: v.to_dict() for k, v in sorted(self.per_category.items())},
+        }
+
+
+@dataclass(slots=True)
+class _Clusters:
+    """Leader (arrival index) of every item and its similarity to it."""
+
+    leader: list[int]
+    similarity: list[float]
+    exact_of: list[int | None]
+
+
+class Aggregator:
+    """Collects results one by one; see the module docstring for the two passes.
+
+    Not safe for concurrent ``add`` from threads; concurrent tasks on one loop are serialised by
+    an internal lock. ``add`` of a result id already seen returns the earlier decision, so a resumed
+    run can replay every result of the log.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        config: AggregateConfig | None = None,
+        cache: EmbeddingCache | None = None,
+    ) -> None:
+        self.embedder = embedder
+        self.config = config or AggregateConfig()
+        self.threshold = self.config.threshold if self.config.threshold is not None else embedder.default_threshold
+        self.cache = cache
+        self._items: list[ResultItem] = []
+        self._hashes: list[str] = []
+        self._first_of_hash: dict[str, int] = {}
+        self._by_id: dict[str, int] = {}
+        self._vectors: dict[str, Vector] = {}
+        self._stream = _Clusters([], [], [])
+        self._stream_index = self._new_index()
+        self._seq_to_item: list[int] = []
+        self._final: list[ResultItem] | None = None
+        self._final_clusters: _Clusters | None = None
+        self._embedded = 0
+        self._cache_hits = 0
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def for_run(cls, out_dir: str | Path, embedder: Embedder, *, config: AggregateConfig | None = None) -> Aggregator:
+        """An aggregator whose embedding cache lives in ``out_dir/embeddings.sqlite`` (kept across resumes)."""
+        return cls(embedder, config=config, cache=EmbeddingCache(Path(out_dir) / "embeddings.sqlite"))
+
+    def _new_index(self) -> LeaderIndex:
+        return make_index(
+            self.embedder.kind,
+            threshold=self.threshold,
+            exact_limit=self.config.exact_leader_limit,
+            ann=self.config.index,
+        )
+
+    # -- streaming ---------------------------------------------------------------------------------
+
+    async def add(self, item: ResultItem) -> Decision:
+        return (await self.add_many([item]))[0]
+
+    async def add_many(self, items: Iterable[ResultItem]) -> list[Decision]:
+        """Add results in order; their new texts are embedded in one batch."""
+        async with self._lock:
+            batch = list(items)
+            fresh: list[ResultItem] = []
+            for it in batch:
+                if it.id not in self._by_id and all(it.id != f.id for f in fresh):
+                    fresh.append(it)
+            await self._ensure_vectors(fresh)
+            for it in fresh:
+                self._admit(it)
+            return [self._decision(self._stream, self._by_id[it.id]) for it in batch]
+
+    async def _ensure_vectors(self, items: Sequence[ResultItem]) -> None:
+        todo: dict[str, str] = {}
+        for it in items:
+            h = content_hash(it)
+            if h not in self._vectors and h not in self._first_of_hash and h not in todo:
+                todo[h] = embedding_text(it)
+        if not todo:
+            return
+        if self.cache is not None:
+            cached = await asyncio.to_thread(self.cache.get_many, self.embedder.name, list(todo))
+            self._vectors.update(cached)
+            self._cache_hits += len(cached)
+            for h in cached:
+                del todo[h]
+        hashes = list(todo)
+        for start in range(0, len(hashes), self.config.embed_batch):
+            part = hashes[start : start + self.config.embed_batch]
+            texts = [todo[h] for h in part]
+            if isinstance(self.embedder, SyncEmbedder):
+                vecs = await asyncio.to_thread(self.embedder.encode, texts)
+            else:
+                vecs = await self.embedder.embed(texts)
+            fresh = list(zip(part, vecs, strict=True))
+            self._vectors.update(fresh)
+            self._embedded += len(fresh)
+            if self.cache is not None:
+                await asyncio.to_thread(self.cache.put_many, self.embedder.name, fresh)
+
+    def _admit(self, item: ResultItem) -> None:
+        self._final = None
+        self._final_clusters = None
+        idx = len(self._items)
+        h = content_hash(item)
+        self._items.append(item)
+        self._hashes.append(h)
+        self._by_id[item.id] = idx
+        st = self._stream
+        twin = self._first_of_hash.get(h)
+        if twin is not None:
+            st.leader.append(st.leader[twin])
+            st.similarity.append(st.similarity[twin])
+            st.exact_of.append(twin)
+            return
+        self._first_of_hash[h] = idx
+        (a,) = self._stream_index.assign([self._vectors[h]])
+        self._seq_to_item.append(idx)
+        st.leader.append(self._seq_to_item[a.leader])
+        st.similarity.append(a.similarity)
+        st.exact_of.append(None)
+
+    def _decision(self, cl: _Clusters, idx: int) -> Decision:
+        item = self._items[idx]
+        leader = cl.leader[idx]
+        twin = cl.exact_of[idx]
+        if twin is not None:
+            return Decision(
+                DecisionKind.EXACT_DUPLICATE, item.id, self._items[leader].id, cl.similarity[idx], self._items[twin].id
+            )
+        if leader == idx:
+            return Decision(DecisionKind.NEW, item.id, item.id, 1.0)
+        return Decision(DecisionKind.NEAR_DUPLICATE, item.id, self._items[leader].id, cl.similarity[idx])
+
+    # -- final pass --------------------------------------------------------------------------------
+
+    def _final_pass(self) -> _Clusters:
+        n = len(self._items)
+        keys = [rank_key(it, i) for i, it in enumerate(self._items)]
+        # The best member of each hash group stands for the group.
+        head: dict[str, int] = {}
+        for i in sorted(range(n), key=keys.__getitem__):
+            head.setdefault(self._hashes[i], i)
+        order = sorted(head.values(), key=keys.__getitem__)
+        index = self._new_index()
+        assigned = index.assign([self._vectors[self._hashes[i]] for i in order])
+        cl = _Clusters([0] * n, [1.0] * n, [None] * n)
+        for pos, a in enumerate(assigned):
+            i = order[pos]
+            cl.leader[i] = order[a.leader]
+            cl.similarity[i] = a.similarity if a.leader != pos else 1.0
+        for i in range(n):
+            h_head = head[self._hashes[i]]
+            if h_head != i:
+                cl.leader[i] = cl.leader[h_head]
+                cl.similarity[i] = cl.similarity[h_head]
+                cl.exact_of[i] = h_head
+        return cl
+
+    async def finalize(self) -> list[ResultItem]:
+        """Re-cluster in rank order (no embedding) and return the representatives.
+
+        Call after the last ``add``; a later ``add`` makes the state provisional again.
+        """
+        async with self._lock:
+            cl = await asyncio.to_thread(self._final_pass)
+            self._final_clusters = cl
+            self._final = self._representatives(cl)
+            return list(self._final)
+
+    def set_representatives(self, reps: Sequence[ResultItem]) -> None:
+        """Replace the final representatives by edited copies (categories, verification status).
+
+        The ids must be the finalised representatives' own; stats follow the new categories.
+        """
+        if self._final is None:
+            raise RuntimeError("finalize() first")
+        if sorted(r.id for r in reps) != sorted(r.id for r in self._final):
+            raise ValueError("representatives must keep the same ids")
+        self._final = list(reps)
+
+    # -- views -------------------------------------------------------------------------------------
+
+    def _representatives(self, cl: _Clusters) -> list[ResultItem]:
+        members: dict[int, list[int]] = {}
+        for i, leader in enumerate(cl.leader):
+            if leader != i:
+                members.setdefault(leader, []).append(i)
+        reps = []
+        for i, item in enumerate(self._items):
+            if cl.leader[i] != i:
+                continue
+            mem = sorted(members.get(i, []), key=lambda m: (-cl.similarity[m], m))
+            extra = dict(item.extra)
+            extra["duplicate_similarity"] = {self._items[m].id: round(cl.similarity[m], 4) for m in mem}
+            locations = sorted({loc for m in mem if (loc := self._items[m].location) and loc != item.location})
+            if locations:
+                extra["duplicate_locations"] = locations
+            reps.append(replace(item, duplicates=tuple(self._items[m].id for m in mem), extra=extra))
+        return reps
+
+    def representatives(self) -> list[ResultItem]:
+        """The final representatives after :meth:`finalize`, else the provisional ones, in arrival order."""
+        if self._final is not None:
+            return list(self._final)
+        return self._representatives(self._stream)
+
+    def decisions(self) -> list[Decision]:
+        """One decision per result, final after :meth:`finalize`, else provisional; in arrival order."""
+        cl = self._final_clusters or self._stream
+        return [self._decision(cl, i) for i in range(len(self._items))]
+
+    def vector_of(self, item: ResultItem) -> Vector:
+        return self._vectors[content_hash(item)]
+
+    def stats(self) -> AggregateStats:
+        cl = self._final_clusters or self._stream
+        final = self._final_clusters is not None
+        n = len(self._items)
+        category: dict[int, str] = {}
+        if self._final is not None:
+            by_id = {r.id: r for r in self._final}
+            for i in range(n):
+                if cl.leader[i] == i:
+                    category[i] = by_id[self._items[i].id].category or UNCATEGORIZED
+        raw: dict[str, int] = {}
+        unique: dict[str, int] = {}
+        exact = near = 0
+        for i in range(n):
+            leader = cl.leader[i]
+            cat = category.get(leader) or self._items[leader].category or UNCATEGORIZED
+            raw[cat] = raw.get(cat, 0) + 1
+            if leader == i:
+                unique[cat] = unique.get(cat, 0) + 1
+            elif cl.exact_of[i] is not None:
+                exact += 1
+            else:
+                near += 1
+        n_unique = sum(unique.values())
+        return AggregateStats(
+            raw=n,
+            unique=n_unique,
+            exact_duplicates=exact,
+            near_duplicates=near,
+            dedup_rate=1.0 - n_unique / n if n else 0.0,
+            embedded=self._embedded,
+            cache_hits=self._cache_hits,
+            final=final,
+            threshold=self.threshold,
+            embedder=self.embedder.name,
+            per_category={c: CategoryStats(raw[c], unique.get(c, 0), 1.0 - unique.get(c, 0) / raw[c]) for c in raw},
+        )
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return (
+            f"Aggregator(embedder={self.embedder.name!r}, raw={s.raw}, unique={s.unique}, "
+            f"dedup_rate={s.dedup_rate:.3f}, final={s.final})"
+        )

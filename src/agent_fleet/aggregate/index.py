@@ -1,0 +1,155 @@
+"""Greedy leader clustering over an index of the kept leaders.
+
+The rule (the same for every index): vectors are taken in the order given; a vector whose best
+similarity to an earlier *leader* reaches the threshold joins that leader, otherwise it becomes a
+leader itself. Only leaders are ever compared against, so there is no transitive chaining: every
+member of a cluster is within the threshold of its leader, and when the order is "best first" the
+leader is the best member by construction.
+
+Indexes differ only in how they find the best leader:
+
+* :class:`SparseLeaderIndex` — pure Python, for sparse (lexical) vectors; an inverted index over a
+  *prefix* of each leader's features that provably contains every leader that can reach the
+  threshold (All-Pairs prefix filtering), then exact scoring. No candidate is ever missed.
+* :class:`PyDenseLeaderIndex` — pure Python brute force for dense vectors without numpy; small runs.
+* :class:`~agent_fleet.aggregate.dense_index.NumpyLeaderIndex` — exact blocked matrix products while
+  leaders are few, a faiss IVF index (candidates scored exactly) when they are many.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent_fleet.aggregate.vectors import SparseVector, Vector, dot
+
+__all__ = ["Assignment", "LeaderIndex", "PyDenseLeaderIndex", "SparseLeaderIndex", "make_index"]
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """``leader`` is the sequence number (0-based, in assignment order) of the vector that leads;
+    a new leader leads itself with similarity 1.0."""
+
+    leader: int
+    similarity: float
+
+
+class LeaderIndex(Protocol):
+    threshold: float
+
+    def assign(self, vectors: Sequence[Vector]) -> list[Assignment]:
+        """Assign the next vectors in order; new leaders are added before the next vector is assigned."""
+        ...
+
+    def __len__(self) -> int:
+        """Number of leaders."""
+        ...
+
+
+class SparseLeaderIndex:
+    """Exact greedy leader assignment for sparse unit vectors, in pure Python.
+
+    Candidate generation: for a leader ``x`` the index holds a feature subset ``P`` (its prefix)
+    such that the rest of ``x`` has norm below the threshold ``t``. A query ``y`` that shares no
+    feature with ``P`` has ``x·y = (x without P)·y <= |x without P| < t`` (Cauchy-Schwarz), so every
+    leader that can reach ``t`` shares a prefix feature with ``y``. The prefix takes a leader's
+    rarest features first (by how many leaders hold them), which keeps posting lists short.
+    """
+
+    def __init__(self, *, threshold: float) -> None:
+        self.threshold = threshold
+        self._postings: dict[int, list[int]] = {}
+        self._df: dict[int, int] = {}
+        self._leaders: list[SparseVector] = []
+        self._leader_seq: list[int] = []
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._leaders)
+
+    def _best(self, y: SparseVector) -> tuple[int, float]:
+        seen: set[int] = set()
+        best, best_sim = -1, -math.inf
+        postings = self._postings
+        for feature in y:
+            for leader in postings.get(feature, ()):
+                if leader in seen:
+                    continue
+                seen.add(leader)
+                sim = dot(y, self._leaders[leader])
+                if sim > best_sim or (sim == best_sim and leader < best):
+                    best, best_sim = leader, sim
+        return best, best_sim
+
+    def _add(self, x: SparseVector) -> None:
+        pos = len(self._leaders)
+        self._leaders.append(x)
+        self._leader_seq.append(self._seq)
+        for feature in x:
+            self._df[feature] = self._df.get(feature, 0) + 1
+        remaining = math.fsum(w * w for w in x.values())
+        limit = self.threshold * self.threshold
+        # Index rarest features until what is left cannot reach the threshold on its own.
+        for feature in sorted(x, key=lambda f: (self._df[f], f)):
+            if remaining < limit:
+                break
+            self._postings.setdefault(feature, []).append(pos)
+            remaining -= x[feature] * x[feature]
+
+    def assign(self, vectors: Sequence[Vector]) -> list[Assignment]:
+        out = []
+        for v in vectors:
+            if not isinstance(v, dict):
+                raise TypeError("SparseLeaderIndex takes sparse vectors")
+            best, sim = self._best(v)
+            if best >= 0 and sim >= self.threshold:
+                out.append(Assignment(self._leader_seq[best], sim))
+            else:
+                self._add(v)
+                out.append(Assignment(self._seq, 1.0))
+            self._seq += 1
+        return out
+
+
+class PyDenseLeaderIndex:
+    """Brute force over the leaders, pure Python; for dense vectors when numpy is not installed."""
+
+    def __init__(self, *, threshold: float) -> None:
+        self.threshold = threshold
+        self._leaders: list[Vector] = []
+        self._leader_seq: list[int] = []
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._leaders)
+
+    def assign(self, vectors: Sequence[Vector]) -> list[Assignment]:
+        out = []
+        for v in vectors:
+            best, best_sim = -1, -math.inf
+            for pos, leader in enumerate(self._leaders):
+                sim = dot(v, leader)
+                if sim > best_sim:
+                    best, best_sim = pos, sim
+            if best >= 0 and best_sim >= self.threshold:
+                out.append(Assignment(self._leader_seq[best], best_sim))
+            else:
+                self._leaders.append(v)
+                self._leader_seq.append(self._seq)
+                out.append(Assignment(self._seq, 1.0))
+            self._seq += 1
+        return out
+
+
+def make_index(kind: str, *, threshold: float, exact_limit: int = 4096, ann: str = "auto") -> LeaderIndex:
+    """The best index available for a vector kind: numpy/faiss for dense vectors when installed."""
+    if kind == "sparse":
+        return SparseLeaderIndex(threshold=threshold)
+    try:
+        from agent_fleet.aggregate.dense_index import NumpyLeaderIndex
+    except ImportError:
+        return PyDenseLeaderIndex(threshold=threshold)
+    return NumpyLeaderIndex(threshold=threshold, exact_limit=exact_limit, ann=ann)
