@@ -1,0 +1,1 @@
+"""Billing: invoices, payments, refunds, tax and currency conversion."""

@@ -1,0 +1,1 @@
+"""Database access: pool, models, queries, migrations and a small cache."""

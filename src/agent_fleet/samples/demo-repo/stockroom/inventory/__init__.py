@@ -1,0 +1,1 @@
+"""Stock levels, warehouses, re-ordering and suppliers."""

@@ -1,0 +1,1 @@
+"""Customer notifications by e-mail and SMS."""

@@ -1,0 +1,1 @@
+"""Sales reports and data export."""

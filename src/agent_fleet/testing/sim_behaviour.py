@@ -1,0 +1,171 @@
+"""The simulated agent: what the model says next, as a pure function of the conversation so far.
+
+It follows the built-in agent's tool protocol (SPEC.md): a directory partition is read with ``read_file``
+(at most 25 calls per turn), reviewed by the deterministic detectors and reported with one
+``submit_result``; a list partition is answered five items per ``submit_result``; then ``finish``. A
+verifier request (``submit_verdict`` offered) gets one verdict. Without tools the answer is prose. Nothing
+here reads a clock or an RNG, so the same conversation always gets the same reply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+from agent_fleet.testing.sim_conversation import Conversation, SimToolCall
+from agent_fleet.testing.sim_detectors import Finding, detect
+from agent_fleet.testing.sim_items import note_for_item, plain_answer, verdict_for
+
+__all__ = ["LIST_CHUNK", "MAX_READS_PER_TURN", "Partition", "Reply", "decide", "parse_partition"]
+
+MAX_READS_PER_TURN = 25
+LIST_CHUNK = 5
+
+_NUMBERED_LINE = re.compile(r"^\s*\d+(\t|: |\| ?)")
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The assistant turn: prose, tool calls (name, arguments), or both."""
+
+    text: str | None
+    calls: tuple[tuple[str, dict[str, Any]], ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    kind: Literal["files", "items", "none"]
+    entries: tuple[str, ...]
+
+
+@lru_cache(maxsize=2048)
+def parse_partition(text: str) -> Partition:
+    """Read the partition from the first user message (``Items:`` lines, or ``- path`` lines)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        header = line.strip()
+        if header == "Items:":
+            return Partition("items", tuple(x for x in lines[i + 1 :] if x.strip()))
+        if header == "Files:":
+            return Partition("files", _dash_paths(lines[i + 1 :]))
+    paths = _dash_paths(lines)
+    return Partition("files", paths) if paths else Partition("none", ())
+
+
+def _dash_paths(lines: list[str]) -> tuple[str, ...]:
+    return tuple(s[2:].strip() for s in (x.strip() for x in lines) if s.startswith("- ") and s[2:].strip())
+
+
+def _normalise_file_text(content: str) -> str:
+    """The file text inside a ``read_file`` result: unwrap a JSON envelope, drop a line-number gutter."""
+    if content.startswith("{"):
+        try:
+            data = json.loads(content)
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("content"), str):
+            content = data["content"]
+    lines = content.splitlines()
+    non_empty = [x for x in lines if x.strip()]
+    if non_empty and sum(1 for x in non_empty if _NUMBERED_LINE.match(x)) >= 0.9 * len(non_empty):
+        content = "\n".join(_NUMBERED_LINE.sub("", x, count=1) for x in lines)
+    return content
+
+
+class _History:
+    """The tool calls made so far, and their results, indexed by call id."""
+
+    def __init__(self, conv: Conversation) -> None:
+        self.calls: list[SimToolCall] = []
+        self.results: dict[str, tuple[str, bool]] = {}
+        for msg in conv.messages:
+            if msg.role == "assistant":
+                self.calls.extend(msg.tool_calls)
+            elif msg.result is not None:
+                self.results[msg.result.call_id] = (msg.result.content, msg.result.is_error)
+
+    def called(self, name: str) -> bool:
+        return any(c.name == name for c in self.calls)
+
+    def submitted_items(self) -> int:
+        total = 0
+        for call in self.calls:
+            items = call.arguments.get("items") if call.name == "submit_result" else None
+            if isinstance(items, list):
+                total += len(items)
+        return total
+
+
+def _finish(tools: frozenset[str], summary: str) -> Reply:
+    if "finish" in tools:
+        return Reply(None, (("finish", {"summary": summary}),))
+    return Reply(summary)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _directory(files: tuple[str, ...], history: _History, tools: frozenset[str], parallel: bool) -> Reply:
+    if history.called("submit_result"):
+        n = history.submitted_items()
+        return _finish(tools, f"Reviewed {_plural(len(files), 'file')} and reported {_plural(n, 'finding')}.")
+    if "read_file" not in tools:
+        return _finish(tools, "No read_file tool was offered, so the files could not be reviewed.")
+    read_calls = [c for c in history.calls if c.name == "read_file"]
+    requested = {str(c.arguments.get("path", "")) for c in read_calls}
+    pending = [p for p in files if p not in requested]
+    if pending:
+        cap = MAX_READS_PER_TURN if parallel else 1
+        return Reply(None, tuple(("read_file", {"path": p}) for p in pending[:cap]))
+    contents: dict[str, str] = {}
+    for call in read_calls:
+        path = str(call.arguments.get("path", ""))
+        result = history.results.get(call.id)
+        if result is None or result[1] or path in contents:
+            continue  # no result or an error result (e.g. outside the partition): skip the file
+        contents[path] = _normalise_file_text(result[0])
+    order = [p for p in files if p in contents] + [p for p in contents if p not in files]
+    findings: list[Finding] = []
+    for path in order:
+        findings.extend(detect(path, contents[path]))
+    unreadable = len(files) - sum(1 for p in files if p in contents)
+    if findings and "submit_result" in tools:
+        return Reply(None, (("submit_result", {"items": [f.to_item() for f in findings]}),))
+    summary = f"Reviewed {_plural(len(contents), 'file')} and found nothing to report."
+    if unreadable:
+        summary += f" {_plural(unreadable, 'file')} could not be read."
+    return _finish(tools, summary)
+
+
+def _items(items: tuple[str, ...], history: _History, tools: frozenset[str]) -> Reply:
+    done = history.submitted_items()
+    if done < len(items) and "submit_result" in tools:
+        chunk = items[done : done + LIST_CHUNK]
+        return Reply(None, (("submit_result", {"items": [note_for_item(i) for i in chunk]}),))
+    return _finish(tools, f"Processed {_plural(len(items), 'item')} and submitted {_plural(done, 'result')}.")
+
+
+def decide(conv: Conversation, *, refute_pct: float = 10.0, unsure_pct: float = 5.0) -> Reply:
+    """The next assistant turn for this conversation."""
+    tools = frozenset(conv.tools)
+    if not tools:
+        users = conv.user_texts()
+        return Reply(plain_answer(users[-1] if users else conv.system))
+    history = _History(conv)
+    if "submit_verdict" in tools:
+        if history.called("submit_verdict"):
+            return _finish(tools, "Verdict submitted.")
+        judged = "\n".join(conv.user_texts())
+        return Reply(None, (("submit_verdict", verdict_for(judged, refute_pct=refute_pct, unsure_pct=unsure_pct)),))
+    if history.called("finish"):
+        return Reply("The session is finished.")
+    partition = parse_partition(conv.first_user_text())
+    if partition.kind == "files":
+        return _directory(partition.entries, history, tools, conv.parallel_tool_calls)
+    if partition.kind == "items":
+        return _items(partition.entries, history, tools)
+    return _finish(tools, "The task message names no partition, so there is nothing to do.")
