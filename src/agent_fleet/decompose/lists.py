@@ -111,8 +111,11 @@ def _non_blank_lines(text: str) -> tuple[list[str], list[int]]:
 
 
 def _tokens(items: list[str], opts: DecomposeOptions) -> list[int]:
-    cpt, ceil = opts.chars_per_token, math.ceil
-    return [ceil(len(s) / cpt) for s in items]
+    cpt = opts.chars_per_token
+    if cpt == int(cpt):  # integer arithmetic: the same result, and faster on a million items
+        c = int(cpt)
+        return [-(-n // c) for n in map(len, items)]
+    return [math.ceil(n / cpt) for n in map(len, items)]
 
 
 def _header_names(row: list[str]) -> list[str]:

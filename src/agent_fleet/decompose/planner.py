@@ -30,7 +30,9 @@ __all__ = ["DIRECTORY_TOOLS", "URL_TOOLS", "decompose", "plan_source"]
 DIRECTORY_TOOLS: tuple[str, ...] = ("read_file", "list_files", "grep")
 URL_TOOLS: tuple[str, ...] = ("fetch_url",)
 
-_URL = re.compile(r"https?://\S+", re.IGNORECASE)
+# Items never contain a newline, so the joined partition is one http(s) URL per line exactly when this matches.
+# \S cannot match the separator, so the match is linear (no backtracking between items).
+_URL_LINES = re.compile(r"(?:https?://\S+\n)*https?://\S+", re.IGNORECASE)
 _MAX_OVERSIZE_NOTES = 20
 
 
@@ -130,14 +132,16 @@ def _partition_id(index: int) -> str:
 def _label(source: InputSource, a: int, b: int) -> str:
     if source.kind is InputKind.DIRECTORY:
         return source.items[a] if b - a == 1 else common_directory(source.items[a], source.items[b - 1])
-    first, last = source.lines[a], source.lines[b - 1]
-    return f"line {first}" if first == last else f"lines {first}–{last}"
+    if source.lines:
+        first, last = source.lines[a], source.lines[b - 1]
+        return f"line {first}" if first == last else f"lines {first}–{last}"
+    return f"item {a + 1}" if b - a == 1 else f"items {a + 1}–{b}"  # a source built without line numbers
 
 
 def _tools(kind: InputKind, items: Sequence[str]) -> tuple[str, ...]:
     if kind is InputKind.DIRECTORY:
         return DIRECTORY_TOOLS
-    if kind is InputKind.LIST and all(_URL.fullmatch(item) for item in items):
+    if kind is InputKind.LIST and items and _URL_LINES.fullmatch("\n".join(items)):
         return URL_TOOLS
     return ()
 

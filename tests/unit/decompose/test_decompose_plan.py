@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_fleet.decompose import DecomposeOptions, decompose, estimate_tokens, read_items
+from agent_fleet.decompose import DecomposeOptions, InputSource, decompose, estimate_tokens, plan_source, read_items
 from agent_fleet.domain.plan import InputKind, Plan, PlanNode
 from agent_fleet.errors import InputError, PlanInvariantError, UsageError
 
@@ -204,3 +204,11 @@ def test_plan_check_catches_duplicated_missing_and_foreign_items(tmp_path: Path)
     check_fails(replace(plan, partitions=(p0, p1, foreign)), r"outside the input")
     check_fails(replace(plan, partitions=(p0, p2, p1)), "has index")
     check_fails(replace(plan, root=PlanNode(id="root", est_tokens=0, items=0)), "tree leaves differ")
+
+
+def test_plan_source_partitions_items_built_in_memory() -> None:
+    source = InputSource(kind=InputKind.JSONL, path=None, items=["1", "2", "3", "4", "5"], tokens=[1, 1, 1, 1, 1])
+    plan = plan_source("t", source, agents=2, budget_tokens=1000, options=DecomposeOptions())
+    plan.check()
+    assert [p.label for p in plan.partitions] == ["items 1–2", "items 3–5"]
+    assert [p.tools for p in plan.partitions] == [(), ()]
