@@ -34,8 +34,22 @@ __all__ = [
     "resolve_futures",
 ]
 
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-_encode = _encoder.encode
+
+def _not_json(value: object) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The C encoder, built once: json.dumps builds a new one per call, a measurable cost per event.
+# markers=None skips the cycle check; a cyclic value ends in RecursionError, reported as not JSON.
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+if _c_make_encoder is not None:
+    _c_encode = _c_make_encoder(None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+
+    def _encode(value: object) -> str:
+        return "".join(_c_encode(value, 0))
+
+else:  # pragma: no cover - interpreters without the C accelerator
+    _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode  # type: ignore[assignment]
 _decode = json.JSONDecoder().decode
 # An escaped NUL that is not itself the tail of an escaped backslash ("\\u0000" is text, not NUL).
 _ESCAPED_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
@@ -52,8 +66,8 @@ def encode_data(data: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
     value = data if type(data) is dict else dict(data)
     try:
         text = _encode(value)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"event data is not JSON: {exc}") from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StoreError(f"event data is not JSON: {str(exc)[:200]}") from None
     if "\\u0000" in text:
         text = _ESCAPED_NUL.sub(r"\1\\ufffd", text)
         value = _decode(text)

@@ -1,0 +1,187 @@
+"""Durable session-log throughput through the public API, against raw ``executemany`` on the same backend.
+
+Workload: S concurrent agent sessions, each appending N events one after another (every call
+awaits its durable acknowledgement before the next), through ``emit_event`` and through
+``emit_events`` in batches of B. Baseline, measured in the same run on a fresh store of the
+same backend: the very same rows (pre-encoded JSON) inserted with one ``executemany`` in one
+transaction, with no projection, no futures and no concurrency — the database's own speed.
+
+    python benchmarks/session_log.py                       # SQLite and PostgreSQL
+    python benchmarks/session_log.py --backend sqlite --sessions 1000 --events 50
+
+Goal: SQLite >= 50,000 durable events/s through ``emit_event``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from agent_fleet.domain.events import EventType
+from agent_fleet.session import SessionLog, open_store
+
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+SQLITE_GOAL = 50_000
+
+
+def payload(session: int, i: int) -> dict[str, Any]:
+    # The size and shape of a typical tool call/result event.
+    return {"turn": i, "call_id": f"call_{session}_{i}", "name": "read_file", "output": "x" * 120, "is_error": False}
+
+
+def session_id(s: int) -> str:
+    return f"run-0192abcdef01.s{s:05d}"
+
+
+async def through_api(log: SessionLog, sessions: int, events: int, batch: int) -> float:
+    async def agent(s: int) -> None:
+        sid = session_id(s)
+        await log.emit_event(sid, EventType.SESSION_CREATED, {"run_id": "run-0192abcdef01", "index": s})
+        if batch == 1:
+            for i in range(events - 1):
+                await log.emit_event(sid, EventType.TOOL_RESULT, payload(s, i))
+        else:
+            for start in range(0, events - 1, batch):
+                items = [(EventType.TOOL_RESULT, payload(s, i)) for i in range(start, min(start + batch, events - 1))]
+                await log.emit_events(sid, items)
+
+    started = time.perf_counter()
+    async with asyncio.TaskGroup() as group:
+        for s in range(sessions):
+            group.create_task(agent(s))
+    elapsed = time.perf_counter() - started
+    last = await log.get_session(session_id(sessions - 1))
+    assert last is not None and last.last_seq == events, "benchmark lost events"
+    return sessions * events / elapsed
+
+
+def rows(sessions: int, events: int) -> list[tuple[str, int, str, float, str]]:
+    now = time.time()
+    out = []
+    for s in range(sessions):
+        out.append((session_id(s), 1, "session_created", now, json.dumps({"run_id": "run-0192abcdef01", "index": s})))
+        out += [(session_id(s), i + 2, "tool_result", now, json.dumps(payload(s, i))) for i in range(events - 1)]
+    return out
+
+
+async def sqlite_baseline(path: Path, data: list[tuple[str, int, str, float, str]]) -> float:
+    async with open_store(f"sqlite:///{path}"):
+        pass  # same schema and pragmas as the API run
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    started = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany("INSERT INTO fleet_events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)", data)
+    conn.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return len(data) / elapsed
+
+
+async def postgres_baseline(url: str, schema: str, data: list[tuple[str, int, str, float, str]]) -> float:
+    import asyncpg
+
+    async with open_store(f"{url}?schema={schema}"):
+        pass
+    conn = await asyncpg.connect(url)
+    try:
+        started = time.perf_counter()
+        async with conn.transaction():
+            await conn.executemany(
+                f'INSERT INTO "{schema}".fleet_events (session_id, seq, type, time, data) VALUES ($1, $2, $3, $4, $5)',
+                data,
+            )
+        return len(data) / (time.perf_counter() - started)
+    finally:
+        await conn.close()
+
+
+async def drop_schema(url: str, schema: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()
+
+
+async def run_backend(name: str, args: argparse.Namespace) -> dict[str, float]:
+    """Median of ``--repeat`` runs of each figure, each run on a fresh store."""
+    runs = [await run_once(name, args) for _ in range(args.repeat)]
+    return {label: statistics.median(run[label] for run in runs) for label in runs[0]}
+
+
+async def run_once(name: str, args: argparse.Namespace) -> dict[str, float]:
+    data = rows(args.sessions, args.events)
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        counter = iter(range(1000))
+
+        async def fresh(measure: Callable[[SessionLog], Awaitable[float]]) -> float:
+            if name == "sqlite":
+                async with open_store(f"sqlite:///{tmp}/api{next(counter)}.db") as log:
+                    return await measure(log)
+            schema = f"fleet_bench_{secrets.token_hex(4)}"
+            try:
+                async with open_store(f"{args.pg_url}?schema={schema}") as log:
+                    return await measure(log)
+            finally:
+                await drop_schema(args.pg_url, schema)
+
+        if name == "sqlite":
+            figures["baseline"] = await sqlite_baseline(Path(tmp) / "baseline.db", data)
+        else:
+            schema = f"fleet_bench_{secrets.token_hex(4)}"
+            try:
+                figures["baseline"] = await postgres_baseline(args.pg_url, schema, data)
+            finally:
+                await drop_schema(args.pg_url, schema)
+        figures["emit_event"] = await fresh(lambda log: through_api(log, args.sessions, args.events, 1))
+        figures[f"emit_events x{args.batch}"] = await fresh(
+            lambda log: through_api(log, args.sessions, args.events, args.batch)
+        )
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "all"], default="all")
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--events", type=int, default=50, help="events per session")
+    parser.add_argument("--batch", type=int, default=10, help="events per emit_events call")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the median is printed")
+    parser.add_argument("--pg-url", default=PG_URL)
+    args = parser.parse_args()
+    backends = ["sqlite", "postgres"] if args.backend == "all" else [args.backend]
+    total = args.sessions * args.events
+    print(f"{args.sessions} concurrent sessions x {args.events} events = {total:,} durable events per run,")
+    print(f"median of {args.repeat} runs per figure")
+    ok = True
+    for name in backends:
+        figures = asyncio.run(run_backend(name, args))
+        baseline = figures.pop("baseline")
+        print(f"\n{name}: baseline raw executemany, one transaction: {baseline:>10,.0f} events/s")
+        for label, rate in figures.items():
+            print(f"{name}: {label:<30} {rate:>10,.0f} events/s  ({rate / baseline:.2f}x baseline)")
+        if name == "sqlite":
+            rate = figures["emit_event"]
+            verdict = "met" if rate >= SQLITE_GOAL else "MISSED"
+            ok = ok and rate >= SQLITE_GOAL
+            goal = f"goal {SQLITE_GOAL:,} events/s through emit_event"
+            print(f"sqlite: {goal}: {verdict} ({rate / SQLITE_GOAL:.2f}x goal)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
