@@ -1,0 +1,494 @@
+"""Local sandboxes: a real process per command, in the session's own workspace, under hard limits.
+
+``LocalSandboxProvider.provision(resources, session_id=...)`` creates a workspace (a git worktree
+for repository inputs) and returns a :class:`LocalSandbox`; ``Sandbox.run`` starts one process per
+command with a scrubbed environment, rlimits, its own process group and a hard wall-clock timeout
+that kills the whole group. :class:`LazySandbox` defers provisioning to the first tool call that
+needs it, so a session starts its first model call at once.
+
+See :mod:`agent_fleet.hands.isolation` for exactly what is enforced with and without bubblewrap.
+
+Lifecycle: ``READY → CLOSED`` (``aclose``), or ``READY → DEAD`` when the workspace vanished. A
+command killed from outside (OOM, a signal, its sandbox process dying) is reported in
+:class:`CompletedRun` (``killed``), never raised: the model sees a tool error it can retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+from agent_fleet.errors import FleetError
+from agent_fleet.hands import isolation
+from agent_fleet.hands.resources import ResourceSpec
+from agent_fleet.hands.workspace import Workspace, create_workspace, remove_workspace
+
+__all__ = [
+    "CompletedRun",
+    "LazySandbox",
+    "LocalSandbox",
+    "LocalSandboxProvider",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxProvider",
+    "SandboxState",
+]
+
+_NOBODY = 65534
+_DRAIN_GRACE = 2.0  # seconds to collect output after the command's group is killed
+
+
+class SandboxError(FleetError):
+    """A sandbox could not be created or is gone."""
+
+
+class SandboxState(StrEnum):
+    READY = "ready"
+    DEAD = "dead"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedRun:
+    exit_code: int | None  # None when the process was killed by a signal
+    stdout: str
+    stderr: str
+    truncated: bool = False  # output past the cap was dropped
+    timed_out: bool = False  # the wall-clock timeout killed it
+    killed: bool = False  # something else killed it (signal, OOM, the sandbox dying)
+    signal: int | None = None
+    duration: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.killed
+
+    def describe(self) -> str:
+        """The run as text for the model: output plus one line on how it ended."""
+        parts = [self.stdout]
+        if self.stderr:
+            parts.append(f"[stderr]\n{self.stderr}")
+        if self.truncated:
+            parts.append("[output truncated]")
+        if self.timed_out:
+            parts.append(f"[timed out after {self.duration:.0f} s; the process group was killed]")
+        elif self.killed:
+            parts.append(f"[killed by signal {self.signal}; the sandbox may be replaced, retry the command]")
+        else:
+            parts.append(f"[exit code {self.exit_code}]")
+        return "\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxConfig:
+    root: Path  # where workspaces live
+    use_bwrap: bool | None = None  # None: when available
+    run_as: int | None = None  # uid for non-bwrap sandboxes; None: nobody when root, else unchanged
+    allow_network: bool = False  # bubblewrap only; without it the host network is shared
+    ro_paths: tuple[str, ...] = ()  # extra host paths visible read-only (bubblewrap)
+    default_timeout: float = 120.0
+
+
+class Sandbox(Protocol):
+    sandbox_id: str
+    session_id: str
+    workdir: Path
+
+    @property
+    def state(self) -> SandboxState: ...
+
+    async def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float | None = None,
+        env_extra: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> CompletedRun: ...
+
+    async def aclose(self) -> None: ...
+
+
+class SandboxProvider(Protocol):
+    async def provision(
+        self,
+        resources: ResourceSpec,
+        *,
+        session_id: str,
+        source: Path | None = None,
+        items: Sequence[str] = (),
+        allow_network: bool | None = None,
+    ) -> Sandbox: ...
+
+
+@dataclass(slots=True)
+class _Capture:
+    cap: int
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0
+    truncated: bool = False
+
+    def feed(self, data: bytes) -> None:
+        room = self.cap - self.size
+        if room <= 0:
+            self.truncated = self.truncated or bool(data)
+            return
+        if len(data) > room:
+            data, self.truncated = data[:room], True
+        self.chunks.append(data)
+        self.size += len(data)
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+
+async def _read_fd(fd: int, into: _Capture) -> None:
+    """Read a pipe to EOF into ``into``; closes the fd, also when cancelled."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    try:
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    except BaseException:
+        pipe.close()
+        raise
+    try:
+        while chunk := await reader.read(65536):
+            into.feed(chunk)
+    finally:
+        transport.close()
+
+
+async def _write_fd(fd: int, data: bytes) -> None:
+    """Write ``data`` to a pipe and close it; a reader that went away is not an error."""
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(fd, "wb", buffering=0)
+    try:
+        transport, _ = await loop.connect_write_pipe(asyncio.Protocol, pipe)
+    except BaseException:
+        pipe.close()
+        raise
+    transport.write(data)
+    transport.close()  # flushes what is buffered, then closes; aborted if the reader is gone
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+class LocalSandbox:
+    def __init__(
+        self,
+        workspace: Workspace,
+        resources: ResourceSpec,
+        *,
+        config: SandboxConfig,
+        bwrap: str | None,
+        uid: int | None,
+        owner: str,
+        allow_network: bool,
+    ) -> None:
+        self.sandbox_id = workspace.sandbox_id
+        self.session_id = workspace.session_id
+        self.workdir = workspace.workdir
+        self.workspace = workspace
+        self.resources = resources
+        self._config = config
+        self._bwrap = bwrap
+        self._uid = uid
+        self._owner = owner
+        self._allow_network = allow_network
+        self._state = SandboxState.READY
+        self._live_groups: set[int] = set()
+        self.runs = 0
+
+    @property
+    def state(self) -> SandboxState:
+        if self._state is SandboxState.READY and not self.workdir.is_dir():
+            self._state = SandboxState.DEAD
+        return self._state
+
+    @property
+    def isolation(self) -> str:
+        return isolation.isolation_note(self._bwrap, self._uid)
+
+    def _argv(self, command: str | Sequence[str]) -> list[str]:
+        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        if not argv:
+            raise SandboxError("empty command")
+        if self._bwrap is None:
+            return argv
+        opts = isolation.BwrapOptions(
+            workdir=str(self.workdir), allow_network=self._allow_network, ro_paths=self._config.ro_paths
+        )
+        return isolation.bwrap_argv(self._bwrap, opts, argv)
+
+    async def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float | None = None,
+        env_extra: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> CompletedRun:
+        state = self.state
+        if state is not SandboxState.READY:
+            raise SandboxError(f"sandbox {self.sandbox_id} is {state}")
+        wall = self._config.default_timeout if timeout is None else timeout
+        res = self.resources
+        inside_tmp = "/tmp" if self._bwrap else str(self.workspace.tmpdir)
+        try:
+            env = isolation.process_env(
+                home=str(self.workdir),
+                tmpdir=inside_tmp,
+                extra=env_extra,
+                markers={isolation.OWNER_VAR: self._owner, isolation.SANDBOX_VAR: self.sandbox_id},
+            )
+        except ValueError as exc:
+            raise SandboxError(str(exc)) from None
+        # bwrap as root maps the sandbox user to host root, where RLIMIT_NPROC is never enforced;
+        # setting it would only limit bwrap's own setup.
+        nproc = None if (self._bwrap and os.geteuid() == 0) else res.max_processes
+        pre = isolation.preexec(
+            cpu_seconds=res.cpu_seconds(wall),
+            memory=res.effective_limits.memory,
+            nproc=nproc,
+            fsize=res.max_file_bytes,
+            uid=None if self._bwrap else self._uid,
+            gid=None if self._bwrap else self._uid,
+        )
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        # Our own pipes, not asyncio's: asyncio's wait() on 3.11 only returns once every pipe is
+        # closed, which a background child holding stdout would delay until it dies.
+        fds: list[int] = []
+        try:
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            fds += [out_r, out_w, err_r, err_w]
+            in_r = in_w = -1
+            if stdin is not None:
+                in_r, in_w = os.pipe()
+                fds += [in_r, in_w]
+            proc = await asyncio.create_subprocess_exec(
+                *self._argv(command),
+                stdin=in_r if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                cwd=str(self.workdir),
+                env=env,
+                start_new_session=True,
+                preexec_fn=pre,
+            )
+        except OSError as exc:  # like a shell: a command that cannot start exits 127
+            for fd in fds:
+                os.close(fd)
+            return CompletedRun(exit_code=127, stdout="", stderr=f"cannot start the command: {exc.strerror}")
+        for fd in (out_w, err_w, in_r):
+            if fd >= 0:
+                os.close(fd)
+        self.runs += 1
+        pgid = proc.pid  # start_new_session: the child leads its own group
+        self._live_groups.add(pgid)
+        out, err = _Capture(res.max_output_bytes), _Capture(res.max_output_bytes)
+        timed_out = False
+        try:
+            async with asyncio.TaskGroup() as tg:
+                readers = [tg.create_task(_read_fd(out_r, out)), tg.create_task(_read_fd(err_r, err))]
+                if stdin is not None:
+                    tg.create_task(_write_fd(in_w, stdin))
+                try:
+                    async with asyncio.timeout(wall):
+                        await proc.wait()
+                except TimeoutError:
+                    timed_out = True
+                    _kill_group(pgid)
+                    await proc.wait()
+                # The command is done: nothing it started may outlive it.
+                _kill_group(pgid)
+                _done, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE)
+                if pending:  # something left the group and holds the pipes: find it by its marker
+                    await asyncio.to_thread(self._kill_marked)
+                    _done, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE)
+                for task in pending:
+                    task.cancel()
+        finally:
+            _kill_group(pgid)
+            self._live_groups.discard(pgid)
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        rc = proc.returncode
+        sig: int | None = None
+        if rc is not None and rc < 0:
+            sig = -rc
+        elif self._bwrap is not None and rc is not None and rc > 128:
+            sig = rc - 128  # bwrap reports a signalled child as 128 + signal
+        return CompletedRun(
+            exit_code=None if sig is not None else rc,
+            stdout=out.text(),
+            stderr=err.text(),
+            truncated=out.truncated or err.truncated,
+            timed_out=timed_out,
+            killed=sig is not None and not timed_out,
+            signal=sig,
+            duration=loop.time() - started,
+        )
+
+    def _kill_marked(self) -> list[int]:
+        return isolation.kill_marked(lambda m: m.get(isolation.SANDBOX_VAR) == self.sandbox_id)
+
+    def kill_processes(self) -> list[int]:
+        """Kill every process of this sandbox, including ones that left its process groups."""
+        for pgid in list(self._live_groups):
+            _kill_group(pgid)
+        return self._kill_marked()
+
+    async def aclose(self) -> None:
+        if self._state is SandboxState.CLOSED:
+            return
+        self._state = SandboxState.CLOSED
+        await asyncio.to_thread(self.kill_processes)
+        await asyncio.to_thread(remove_workspace, self.workspace.base)
+
+    def __repr__(self) -> str:
+        return f"LocalSandbox(id={self.sandbox_id}, session={self.session_id}, state={self.state}, runs={self.runs})"
+
+
+class LocalSandboxProvider:
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+        self.root = Path(config.root).resolve()
+        self.bwrap = isolation.bwrap_path() if config.use_bwrap in (None, True) else None
+        if config.use_bwrap is True and self.bwrap is None:
+            raise SandboxError("bubblewrap was required but bwrap is not installed or cannot create namespaces")
+        if self.bwrap is None:
+            self.uid = config.run_as if config.run_as is not None else (_NOBODY if os.geteuid() == 0 else None)
+            if self.uid is None:
+                # Same user as the engine: at least keep our own environ (with its keys) unreadable.
+                isolation.make_parent_undumpable()
+        else:
+            self.uid = None
+        self.owner = isolation.owner_token()
+        self._repo_locks: dict[Path, asyncio.Lock] = {}
+
+    @property
+    def isolation(self) -> str:
+        return isolation.isolation_note(self.bwrap, self.uid)
+
+    def _prepare_root(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.uid is not None:
+            os.chmod(self.root, 0o755)  # the unprivileged user must reach its workspace
+
+    async def provision(
+        self,
+        resources: ResourceSpec,
+        *,
+        session_id: str,
+        source: Path | None = None,
+        items: Sequence[str] = (),
+        allow_network: bool | None = None,
+    ) -> LocalSandbox:
+        await asyncio.to_thread(self._prepare_root)
+        sandbox_id = f"sbx-{secrets.token_hex(6)}"
+        chown = (self.uid, self.uid) if self.uid is not None else None
+        src = None if source is None else await asyncio.to_thread(Path(source).resolve)
+        lock = self._repo_locks.setdefault(src, asyncio.Lock()) if src is not None else asyncio.Lock()
+        async with lock:  # git serialises worktree bookkeeping per repository
+            try:
+                ws = await asyncio.to_thread(
+                    create_workspace,
+                    self.root,
+                    sandbox_id=sandbox_id,
+                    session_id=session_id,
+                    owner=self.owner,
+                    source=src,
+                    items=items,
+                    chown=chown,
+                )
+            except (OSError, ValueError) as exc:
+                await asyncio.to_thread(remove_workspace, self.root / sandbox_id)
+                raise SandboxError(f"could not create a workspace for {session_id}: {exc}") from None
+            except Exception:
+                await asyncio.to_thread(remove_workspace, self.root / sandbox_id)
+                raise
+        net = self.config.allow_network if allow_network is None else allow_network
+        return LocalSandbox(
+            ws, resources, config=self.config, bwrap=self.bwrap, uid=self.uid, owner=self.owner, allow_network=net
+        )
+
+    def __repr__(self) -> str:
+        return f"LocalSandboxProvider(root={self.root}, bwrap={self.bwrap is not None}, uid={self.uid})"
+
+
+class LazySandbox:
+    """A sandbox that exists only once a tool first needs it; replaced after it dies.
+
+    Invariant: at most one live sandbox per LazySandbox; ``aclose`` releases it and is idempotent.
+    """
+
+    def __init__(
+        self,
+        provider: SandboxProvider,
+        resources: ResourceSpec,
+        *,
+        session_id: str,
+        source: Path | None = None,
+        items: Sequence[str] = (),
+        allow_network: bool | None = None,
+    ) -> None:
+        self._provider = provider
+        self._resources = resources
+        self._session_id = session_id
+        self._source = source
+        self._items = tuple(items)
+        self._allow_network = allow_network
+        self._sandbox: Sandbox | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self.provisioned = 0
+
+    @property
+    def current(self) -> Sandbox | None:
+        return self._sandbox
+
+    async def get(self) -> Sandbox:
+        async with self._lock:
+            if self._closed:
+                raise SandboxError("the session's hands are closed")
+            if self._sandbox is not None and self._sandbox.state is not SandboxState.READY:
+                old, self._sandbox = self._sandbox, None
+                await old.aclose()
+            if self._sandbox is None:
+                self._sandbox = await self._provider.provision(
+                    self._resources,
+                    session_id=self._session_id,
+                    source=self._source,
+                    items=self._items,
+                    allow_network=self._allow_network,
+                )
+                self.provisioned += 1
+            return self._sandbox
+
+    async def discard(self) -> None:
+        """Drop the current sandbox (it misbehaved); the next :meth:`get` provisions a new one."""
+        async with self._lock:
+            old, self._sandbox = self._sandbox, None
+        if old is not None:
+            await old.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self.discard()

@@ -1,0 +1,100 @@
+"""After the engine is killed with kill -9, the reaper leaves no sandbox process, worktree or
+MCP server process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _hands_support import MODES, git_repo, have_bwrap, owner_pids, sandbox_root, worktrees
+
+from agent_fleet.hands.reaper import Reaper
+
+CHILD = Path(__file__).with_name("_engine_child.py")
+MCP_SERVER = Path(__file__).with_name("_mcp_server.py")
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    with sandbox_root() as r:
+        yield r
+
+
+def start_engine(mode: str, root: Path, repo: Path, with_mcp: bool) -> tuple[subprocess.Popen[str], str, str]:
+    argv = [sys.executable, str(CHILD), "hold", mode, str(root), str(repo)]
+    if with_mcp:
+        argv.append(str(MCP_SERVER))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("READY"):
+        proc.kill()
+        raise AssertionError(f"engine did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    _, owner, sandbox_id = line.split()
+    return proc, owner, sandbox_id
+
+
+def wait_gone(owner: str, seconds: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = owner_pids(owner)
+        if not left:
+            return []
+        time.sleep(0.1)
+    return owner_pids(owner)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("with_mcp", [False, True])
+def test_kill9_then_reap_leaves_nothing(mode: str, with_mcp: bool, root: Path, tmp_path: Path) -> None:
+    if mode == "bwrap" and not have_bwrap():
+        pytest.skip("bubblewrap is not available here")
+    if with_mcp:
+        pytest.importorskip("mcp")
+    repo = git_repo(tmp_path / "repo", {"main.py": "print('hi')\n"})
+    proc, owner, sandbox_id = start_engine(mode, root, repo, with_mcp)
+    try:
+        assert owner_pids(owner), "the engine should have marked processes running"
+        assert (root / sandbox_id / "work" / "main.py").exists()
+        assert len(worktrees(repo)) == 2
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+    report = Reaper(root).reap(live_session_ids=set())
+    assert sandbox_id in report.sandboxes
+    if mode == "plain":  # no namespace died with the engine: the reaper itself killed the leftovers
+        assert report.processes
+    assert report.worktrees == [str(root / sandbox_id / "work")]
+    assert wait_gone(owner) == []
+    assert os.listdir(root) == []
+    assert worktrees(repo) == [str(repo.resolve())]
+    assert Reaper(root).reap(live_session_ids=set()).empty  # nothing left the second time
+
+
+def test_reaper_spares_live_owners_and_live_sessions(root: Path) -> None:
+    from agent_fleet.hands import isolation
+    from agent_fleet.hands.workspace import create_workspace
+
+    me = isolation.owner_token()
+    other_live = isolation.owner_token(os.getppid())
+    for sid, session, owner in [
+        ("sbx-mine-live", "s1", me),
+        ("sbx-mine-ended", "s2", me),
+        ("sbx-other-live", "s3", other_live),
+        ("sbx-dead-owner", "s4", "999999999:1"),
+    ]:
+        create_workspace(root, sandbox_id=sid, session_id=session, owner=owner)
+    assert Reaper(root).reap().sandboxes == ["sbx-dead-owner"]  # no live set: keep all of mine
+    report = Reaper(root).reap(live_session_ids={"s1"})
+    assert report.sandboxes == ["sbx-mine-ended"]
+    assert sorted(os.listdir(root)) == ["sbx-mine-live", "sbx-other-live"]
