@@ -1,0 +1,514 @@
+"""The composition root: builds the planes and runs decompose → dispatch → aggregate.
+
+Only this module and ``cli/`` wire implementations together. :class:`Engine` owns the store,
+the gateway and the dispatcher of one process; ``shutdown()`` is notify → drain → close and is
+safe to call twice.
+
+A run's own stream holds ``run_created`` and ``plan`` (written in one atomic append), so a run
+can always be resumed from the store alone: ``resume`` reads the options and the plan back,
+finishes every session that did not end, and aggregates again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from agent_fleet.aggregate import Aggregator, choose_embedder, write_outputs
+from agent_fleet.brain.harness import SessionOutcome
+from agent_fleet.brain.step import Limits
+from agent_fleet.clock import Clock, RealClock
+from agent_fleet.decompose import decompose
+from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions, DispatchStats
+from agent_fleet.dispatch.slots import LocalSlots, SessionSlots
+from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState
+from agent_fleet.domain.ids import new_run_id, session_id_for
+from agent_fleet.domain.plan import InputKind, Partition, Plan
+from agent_fleet.domain.results import ResultItem
+from agent_fleet.errors import ProviderUnreachable, SessionNotFound, UsageError
+from agent_fleet.hands.files import PartitionFiles
+from agent_fleet.hands.port import Hands, ToolOutput
+from agent_fleet.observe.summary import run_figures
+from agent_fleet.session.port import SessionLog
+from agent_fleet.session.store import open_store, resolve_store_url
+from agent_fleet.spend.gateway import Gateway, apply_budget_event
+from agent_fleet.spend.providers import build_provider
+
+__all__ = [
+    "Engine",
+    "RunOptions",
+    "RunReport",
+    "check_provider",
+    "deploy",
+    "exit_code_for",
+    "load_run",
+    "open_engine",
+    "plan_run",
+    "resume",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    """What a run was asked to do; stored in the run's log (never a credential)."""
+
+    task: str
+    input_path: str | None = None
+    agents: int = 10
+    budget_tokens: int = 128_000
+    budget_usd: str | None = None  # Decimal as text
+    fleet_budget_usd: str | None = None
+    timeout: float | None = None
+    model: str = "gpt-4.1-mini"
+    provider: str | None = None  # URL | "openai" | "anthropic"
+    out_dir: str | None = None
+    queue: str | None = None
+    priority: str | None = None
+    max_concurrency: int = 50
+    max_turns: int = 40
+    max_tokens: int = 4096  # per model call
+    max_attempts: int = 3
+    agent_cmd: str | None = None
+    config_path: str | None = None
+    embedder: str = "auto"  # auto | lexical | minilm
+
+    def __post_init__(self) -> None:
+        if not self.task.strip():
+            raise UsageError("--task must not be empty")
+        if self.agents < 1:
+            raise UsageError(f"--agents must be at least 1, got {self.agents}")
+        if self.budget_tokens < 1:
+            raise UsageError(f"--budget-tokens must be positive, got {self.budget_tokens}")
+        if self.max_concurrency < 1:
+            raise UsageError(f"--max-concurrency must be at least 1, got {self.max_concurrency}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise UsageError(f"--timeout must be positive, got {self.timeout}")
+        for name in ("budget_usd", "fleet_budget_usd"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    if Decimal(value) <= 0:
+                        raise ValueError
+                except (ArithmeticError, ValueError):
+                    raise UsageError(f"--{name.replace('_', '-')} must be a positive number, got {value!r}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunOptions:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    run_id: str
+    summary: dict[str, Any]
+    results: tuple[ResultItem, ...]
+    out_dir: Path
+
+    @property
+    def status(self) -> str:
+        return str(self.summary["status"])
+
+
+def exit_code_for(status: str) -> int:
+    """SPEC.md exit codes for a run's final status."""
+    return {"completed": 0, "partial": 1, "failed": 1, "paused": 3, "interrupted": 130}.get(status, 1)
+
+
+class _NoHands:
+    def specs(self) -> tuple[()]:
+        return ()
+
+    async def execute(self, name: str, input: dict[str, Any]) -> ToolOutput:
+        return ToolOutput(f"error: unknown tool {name!r}", is_error=True)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class _Live:
+    dispatcher: Dispatcher | None = None
+    started: float = field(default_factory=time.monotonic)
+
+
+class Engine:
+    """One process's engine: a store, a gateway, a dispatcher."""
+
+    def __init__(
+        self,
+        *,
+        log: SessionLog,
+        gateway: Gateway,
+        clock: Clock | None = None,
+        slots_for: Callable[[RunOptions], SessionSlots] | None = None,
+    ) -> None:
+        self.log = log
+        self.gateway = gateway
+        self.clock = clock or RealClock()
+        self._slots_for = slots_for or (lambda o: LocalSlots(o.agents))
+        self._live = _Live()
+        self._closed = False
+
+    # -- phase 1: record the plan ---------------------------------------------------------------
+    async def create_run(self, plan: Plan, options: RunOptions, *, run_id: str | None = None) -> str:
+        plan.check()
+        run_id = run_id or new_run_id()
+        created = {"task": options.task, "input": options.input_path, "options": options.to_dict()}
+        await self.log.emit_events(
+            run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, {"plan": plan.to_dict()})]
+        )
+        await self._create_sessions(run_id, plan, options)
+        return run_id
+
+    async def _create_sessions(self, run_id: str, plan: Plan, options: RunOptions) -> None:
+        existing = {r.session_id for r in await self.log.list_sessions(run_id)}
+
+        async def create(p: Partition) -> None:
+            sid = session_id_for(run_id, p.index)
+            if sid in existing:
+                return
+            info = {
+                "run_id": run_id,
+                "index": p.index,
+                "partition_id": p.id,
+                "partition": p.to_dict(),
+                "task": plan.task,
+                "input_root": plan.input_path,
+                "model": options.model,
+                "max_tokens": options.max_tokens,
+            }
+            await self.log.emit_event(sid, EventType.SESSION_CREATED, info)
+
+        async with asyncio.TaskGroup() as tg:
+            for p in plan.partitions:
+                tg.create_task(create(p))
+
+    # -- phase 2: dispatch ----------------------------------------------------------------------
+    async def dispatch(self, run_id: str, plan: Plan, options: RunOptions) -> DispatchStats:
+        """Run every session that has not ended; apply budget raises while it runs."""
+        await self._create_sessions(run_id, plan, options)
+        records = {r.session_id: r for r in await self.log.list_sessions(run_id)}
+        by_sid = {session_id_for(run_id, p.index): p for p in plan.partitions}
+        todo = [(sid, p) for sid, p in by_sid.items() if sid not in records or not records[sid].state.terminal]
+        root = plan.input_path if plan.kind is InputKind.DIRECTORY else None
+        dispatcher = Dispatcher(
+            log=self.log,
+            gateway=self.gateway,
+            hands_for=lambda p: self.hands_for(p, root),
+            slots=self._slots_for(options),
+            clock=self.clock,
+            options=DispatchOptions(
+                session_timeout=options.timeout,
+                max_attempts=options.max_attempts,
+                limits=Limits(max_turns=options.max_turns),
+            ),
+        )
+        self._live.dispatcher = dispatcher
+        watcher = _BudgetWatcher(self, run_id)
+        await watcher.apply_recorded()
+        async with asyncio.TaskGroup() as tg:
+            runs = [tg.create_task(dispatcher.run(todo))]
+            poll = tg.create_task(watcher.poll_until(runs, dispatcher, by_sid, tg))
+            # The watcher may add runs while we wait; no await between the check and the cancel.
+            while pending := [t for t in runs if not t.done()]:
+                await asyncio.wait(pending)
+            poll.cancel()
+        return dispatcher.stats
+
+    def hands_for(self, partition: Partition, root: str | None) -> Hands:
+        if partition.kind is InputKind.DIRECTORY and root is not None:
+            return PartitionFiles(root, partition.items)
+        return _NoHands()
+
+    def stats(self) -> DispatchStats | None:
+        return self._live.dispatcher.stats if self._live.dispatcher else None
+
+    # -- phase 3: aggregate ---------------------------------------------------------------------
+    async def aggregate(self, run_id: str, options: RunOptions) -> RunReport:
+        sessions = await self.log.list_sessions(run_id)
+        events = await self.log.events_of_run(run_id)
+        figures = run_figures(sessions, events)
+        raw = [ResultItem.from_dict(ev.data) for ev in events if ev.type == EventType.RESULT_ITEM]
+        out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
+        aggregator = Aggregator.for_run(out_dir, choose_embedder(options.embedder))
+        try:
+            await aggregator.add_many(raw)
+            unique = await aggregator.finalize()
+            agg = aggregator.stats()
+        finally:
+            if aggregator.cache is not None:
+                aggregator.cache.close()
+        run_rec = await self.log.get_session(run_id)
+        created_at = run_rec.created_at if run_rec else time.time()
+        status = _run_status(sessions)
+        summary: dict[str, Any] = {
+            "run_id": run_id,
+            "status": status,
+            "task": options.task,
+            "input": options.input_path,
+            "partitions": len(sessions),
+            **figures.to_summary(),
+            "results_unique": len(unique),
+            "dedup_rate": round(agg.dedup_rate, 4),
+            "dedup": agg.to_dict(),
+            "duration_s": round(time.time() - created_at, 3),
+            "out_dir": str(out_dir),
+        }
+        timeline = _timeline(events, created_at)
+        await asyncio.to_thread(write_outputs, out_dir, summary, unique, timeline=timeline)
+        end_type = {
+            "completed": EventType.RUN_COMPLETED,
+            "paused": EventType.RUN_PAUSED,
+            "interrupted": EventType.RUN_INTERRUPTED,
+        }.get(status, EventType.RUN_FAILED)
+        brief = {k: summary[k] for k in ("status", "results_raw", "results_unique", "dedup_rate", "cost_usd")}
+        await self.log.emit_event(run_id, end_type, {"summary": brief})
+        return RunReport(run_id, summary, tuple(unique), out_dir)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        close = getattr(self.gateway, "aclose", None)
+        if close is not None:
+            await close()
+        await self.log.close()
+
+
+def _run_status(sessions: list[SessionRecord]) -> str:
+    states = [s.state for s in sessions]
+    if any(st is SessionState.PAUSED for st in states):
+        return "paused"
+    if not all(st.terminal for st in states):
+        return "interrupted"
+    if any(st is SessionState.FAILED for st in states):
+        return "partial" if any(st is SessionState.COMPLETED for st in states) else "failed"
+    return "completed"
+
+
+def _timeline(events: list[Event], origin: float) -> list[dict[str, Any]]:
+    """Per session: first start and last end, in seconds since the run was created."""
+    spans: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        if ev.type == EventType.SESSION_STARTED:
+            spans.setdefault(ev.session_id, {"session_id": ev.session_id, "start": ev.time - origin})
+        elif ev.type in (EventType.SESSION_COMPLETED, EventType.SESSION_FAILED, EventType.SESSION_PAUSED):
+            span = spans.setdefault(ev.session_id, {"session_id": ev.session_id, "start": ev.time - origin})
+            span["end"] = ev.time - origin
+            span["state"] = ev.type.removeprefix("session_")
+    return [s for s in spans.values() if "end" in s]
+
+
+class _BudgetWatcher:
+    """Applies ``budget_raised`` events to the live gateway and sends paused sessions back in.
+
+    ``agent-fleet budget raise`` appends the event from another process; this polls the run's
+    stream and the streams of sessions paused on budget, once per tick.
+    """
+
+    TICK = 0.5
+
+    def __init__(self, engine: Engine, run_id: str) -> None:
+        self._engine = engine
+        self._run_id = run_id
+        self._seen: dict[str, int] = {}
+
+    async def apply_recorded(self) -> None:
+        """On start (and resume): every raise already in the log."""
+        log = self._engine.log
+        for ev in await log.get_events(self._run_id):
+            if ev.type == EventType.BUDGET_RAISED:
+                apply_budget_event(self._engine.gateway, self._run_id, ev.data)
+            self._seen[self._run_id] = ev.seq
+        for ev in await log.events_of_run(self._run_id, [EventType.BUDGET_RAISED]):
+            apply_budget_event(self._engine.gateway, ev.session_id, ev.data)
+            self._seen[ev.session_id] = max(self._seen.get(ev.session_id, 0), ev.seq)
+
+    async def _new_raises(self, paused: list[str]) -> set[str] | None:
+        """Apply raises that arrived since the last tick; the sessions they may unblock (None: all)."""
+        log = self._engine.log
+        unblocked: set[str] = set()
+        run_wide = False
+        for sid in [self._run_id, *paused]:
+            for ev in await log.get_events(sid, after=self._seen.get(sid, 0)):
+                self._seen[sid] = ev.seq
+                if ev.type == EventType.BUDGET_RAISED:
+                    apply_budget_event(self._engine.gateway, sid, ev.data)
+                    if sid == self._run_id:
+                        run_wide = True
+                    else:
+                        unblocked.add(sid)
+        return None if run_wide else unblocked
+
+    async def poll_until(
+        self,
+        runs: list[asyncio.Task[dict[str, SessionOutcome]]],
+        dispatcher: Dispatcher,
+        partitions: dict[str, Partition],
+        tg: asyncio.TaskGroup,
+    ) -> None:
+        while True:
+            await asyncio.sleep(self.TICK)
+            paused = [
+                r.session_id
+                for r in await self._engine.log.list_sessions(self._run_id)
+                if r.state is SessionState.PAUSED
+            ]
+            if not paused:
+                continue
+            unblocked = await self._new_raises(paused)
+            again = [sid for sid in paused if unblocked is None or sid in unblocked]
+            again = [sid for sid in again if await self._paused_on_budget(sid)]
+            if again:
+                dispatcher.stats.paused -= len(again)
+                runs.append(tg.create_task(dispatcher.run([(sid, partitions[sid]) for sid in again])))
+
+    async def _paused_on_budget(self, sid: str) -> bool:
+        for ev in reversed(await self._engine.log.get_events(sid)):
+            if ev.type == EventType.SESSION_PAUSED:
+                return ev.data.get("reason") == "budget"
+        return False
+
+
+# -- building and the phase API ------------------------------------------------------------------
+
+
+async def load_run(log: SessionLog, run_id: str) -> tuple[RunOptions, Plan]:
+    """The options and the plan a run recorded."""
+    try:
+        state = await log.wake(run_id)
+    except SessionNotFound:
+        raise SessionNotFound(f"no run {run_id!r} in this store") from None
+    if state.session.kind != "run":
+        raise UsageError(f"{run_id!r} is an agent session, not a run")
+    options: RunOptions | None = None
+    plan: Plan | None = None
+    for ev in state.events:
+        if ev.type == EventType.RUN_CREATED:
+            options = RunOptions.from_dict(ev.data["options"])
+        elif ev.type == EventType.PLAN:
+            plan = Plan.from_dict(ev.data["plan"])
+    if options is None or plan is None:
+        raise UsageError(f"run {run_id!r} has no recorded plan")
+    return options, plan
+
+
+@asynccontextmanager
+async def open_engine(
+    options: RunOptions,
+    *,
+    run_id: str,
+    store_url: str | None = None,
+    api_key: str | None = None,
+    env: Mapping[str, str] | None = None,
+    clock: Clock | None = None,
+    check: bool = True,
+) -> AsyncIterator[Engine]:
+    """Open the store, build the provider and the gateway; shut everything down on exit."""
+    log = open_store(resolve_store_url(store_url))
+    await log.open()
+    try:
+        provider = build_provider(
+            options.provider,
+            api_key=api_key,
+            model=options.model,
+            max_connections=options.max_concurrency + 8,
+            env=env,
+        )
+        if check:
+            try:
+                await check_provider(provider.base_url)
+            except BaseException:
+                await provider.aclose()
+                raise
+        gateway = Gateway(
+            provider,
+            clock=clock,
+            concurrency=options.max_concurrency,
+            session_tokens=options.budget_tokens,
+            session_usd=options.budget_usd,
+            run_usd=options.fleet_budget_usd,
+            run_id=run_id,
+        )
+    except BaseException:
+        await log.close()
+        raise
+    engine = Engine(log=log, gateway=gateway, clock=clock)
+    try:
+        yield engine
+    finally:
+        await engine.shutdown()
+
+
+async def check_provider(base_url: str, *, timeout: float = 5.0) -> None:
+    """Raise ProviderUnreachable unless something answers HTTP at ``base_url`` (no credential sent)."""
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            await client.get(base_url.rstrip("/") + "/models")
+    except httpx.HTTPError:
+        host = urlsplit(base_url).netloc or base_url
+        raise ProviderUnreachable(f"model provider at {host} is unreachable") from None
+
+
+def plan_run(options: RunOptions) -> Plan:
+    """Phase 1: decompose the task and input into a checked plan."""
+    return decompose(options.task, options.input_path, agents=options.agents, budget_tokens=options.budget_tokens)
+
+
+async def deploy(
+    options: RunOptions,
+    *,
+    store_url: str | None = None,
+    api_key: str | None = None,
+    env: Mapping[str, str] | None = None,
+    on_start: Callable[[str, Engine], None] | None = None,
+) -> RunReport:
+    """Decompose → dispatch → aggregate, end to end. ``on_start(run_id, engine)`` is called once the
+    run is recorded (progress displays use ``engine.stats()``)."""
+    if options.input_path is not None:
+        options = replace(options, input_path=await asyncio.to_thread(os.path.abspath, options.input_path))
+    plan = await asyncio.to_thread(plan_run, options)
+    run_id = new_run_id()
+    if options.out_dir is None:
+        options = replace(options, out_dir=str(Path.cwd() / ".fleet" / "runs" / run_id))
+    async with open_engine(options, run_id=run_id, store_url=store_url, api_key=api_key, env=env) as engine:
+        await engine.create_run(plan, options, run_id=run_id)
+        if on_start is not None:
+            on_start(run_id, engine)
+        await engine.dispatch(run_id, plan, options)
+        return await engine.aggregate(run_id, options)
+
+
+async def resume(
+    run_id: str,
+    *,
+    store_url: str | None = None,
+    api_key: str | None = None,
+    env: Mapping[str, str] | None = None,
+    on_start: Callable[[str, Engine], None] | None = None,
+) -> RunReport:
+    """Continue an interrupted, crashed or budget-paused run from its log."""
+    log = open_store(resolve_store_url(store_url))
+    async with log:
+        options, plan = await load_run(log, run_id)
+    async with open_engine(options, run_id=run_id, store_url=store_url, api_key=api_key, env=env) as engine:
+        await engine.log.emit_event(run_id, EventType.RUN_RESUMED, {})
+        if on_start is not None:
+            on_start(run_id, engine)
+        await engine.dispatch(run_id, plan, options)
+        return await engine.aggregate(run_id, options)
