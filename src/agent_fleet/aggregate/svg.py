@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -112,12 +113,11 @@ def timeline_chart(sessions: Sequence[dict[str, Any]], *, width: int = 720, max_
         axis_y = top + row_h * len(spans) + 14
     else:
         bins = 200
-        active = [0] * bins
-        for _, (a, b) in spans:
-            first = int((a - t0) / total * (bins - 1))
-            last = int((b - t0) / total * (bins - 1))
-            for k in range(first, last + 1):
-                active[k] += 1
+        starts = sorted(sp[0] for _, sp in spans)
+        ends = sorted(sp[1] for _, sp in spans)
+        # Sessions active at each sample time: started at or before it, not yet ended.
+        times = [t0 + total * k / (bins - 1) for k in range(bins)]
+        active = [bisect_right(starts, t) - bisect_left(ends, t) for t in times]
         peak = max(active) or 1
         chart_h = 140
         height = top + chart_h + 24
