@@ -208,7 +208,7 @@ class AdmissionController:
         inadmissible: list[str] = []
         for queue in self.queues.queues.values():
             active.extend(info.name for info in queue.active())
-            inadmissible.extend(queue.inadmissible)
+            inadmissible.extend(info.name for info in queue.inadmissible())
         return sorted(active), sorted(inadmissible)
 
     def admitted(self) -> list[str]:

@@ -38,6 +38,7 @@ class WorkloadInfo:
         "admitted_at",
         "cluster_queue",
         "created",
+        "equivalence",
         "last_reason",
         "local_queue",
         "name",
@@ -77,6 +78,9 @@ class WorkloadInfo:
         self.admitted_at: float | None = None
         self.queued_at = now
         self.last_reason = ""
+        # Kueue's scheduling equivalence hash: workloads alike in everything the scheduler
+        # looks at (priority and requests) get the same verdict in the same state.
+        self.equivalence: tuple[object, ...] = (priority, pods, tuple(sorted(requests.items())))
 
     def __repr__(self) -> str:
         state = "admitted" if self.admitted_at is not None else "pending"

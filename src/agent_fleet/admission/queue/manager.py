@@ -37,7 +37,7 @@ class QueueManager:
 
     def add(self, info: WorkloadInfo) -> None:
         if info.cluster_queue in self.cache.cluster_queues:
-            self.queue(info.cluster_queue).push_active(info)
+            self.queue(info.cluster_queue).add(info)
         else:
             self.queue(info.cluster_queue).park(info)
 
@@ -60,8 +60,8 @@ class QueueManager:
                 heads.append(head)
         return heads
 
-    def requeue(self, info: WorkloadInfo, reason: str) -> bool:
-        return self.queue(info.cluster_queue).requeue(info, reason)
+    def requeue(self, info: WorkloadInfo, reason: str, wait_reason: str = "") -> bool:
+        return self.queue(info.cluster_queue).requeue(info, reason, wait_reason)
 
     def queue_inadmissible_near(self, cluster_queue: str) -> bool:
         """Quota was freed in this ClusterQueue: every parked workload of its cohort tree retries."""
@@ -87,4 +87,4 @@ class QueueManager:
         queue = self.queues.get(cluster_queue)
         if queue is None:
             return 0, 0
-        return queue.active_count, len(queue.inadmissible)
+        return queue.active_count, queue.inadmissible_count

@@ -18,6 +18,7 @@ whether to keep going (something was admitted) and whether the state moved at al
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent_fleet.admission.cache.cache import Cache, ClusterQueueNode, Snapshot
@@ -138,7 +139,7 @@ class Scheduler:
             if entry.nominated and reason == GENERIC:
                 reason = FAILED_AFTER_NOMINATION
             info.last_reason = entry.wait_reason
-            parked = self.queues.requeue(info, reason)
+            parked = self.queues.requeue(info, reason, entry.wait_reason)
             progressed = progressed or parked
             requeued.append(Requeued(info, entry.wait_reason, entry.assignment.message(), parked))
         # 8. Evict the victims.
@@ -168,8 +169,26 @@ class Scheduler:
         entries: list[_Entry] = []
         inadmissible: list[_Entry] = []
 
+        # Targets for the same head and request on an unchanged snapshot are the same: the
+        # oracle's answer for a one-resource request is reused for the nomination itself.
+        memo: dict[tuple[str, frozenset[tuple[FlavorResource, int]]], list[Target]] = {}
+
+        def targets_for(
+            info: WorkloadInfo,
+            cq: ClusterQueueNode,
+            requests: dict[FlavorResource, int],
+            frs: frozenset[FlavorResource],
+        ) -> list[Target]:
+            key = (info.name, frozenset(requests.items()))
+            if frs != frozenset(requests):
+                return get_targets(info, cq, requests, frs, snapshot)
+            found = memo.get(key)
+            if found is None:
+                found = memo[key] = get_targets(info, cq, requests, frs, snapshot)
+            return list(found)
+
         def oracle(cq: ClusterQueueNode, info: WorkloadInfo, fr: FlavorResource, value: int) -> tuple[int, int]:
-            return _simulate_preemption(cq, info, fr, value, snapshot)
+            return _simulate_preemption(cq, info, fr, value, snapshot, targets_for)
 
         for info in heads:
             cq = self.cache.cluster_queues[info.cluster_queue]
@@ -186,7 +205,7 @@ class Scheduler:
             assignment = fa.assign_flavors(cq, info, oracle)
             entry = _Entry(info, cq, assignment)
             if assignment.mode == fa.PREEMPT:
-                entry.targets = get_targets(info, cq, assignment.usage, assignment.needs_preemption(), snapshot)
+                entry.targets = targets_for(info, cq, assignment.usage, assignment.needs_preemption())
             entries.append(entry)
         return entries, inadmissible
 
@@ -262,11 +281,18 @@ def _to_reserve(entry: _Entry) -> dict[FlavorResource, int]:
 
 
 def _simulate_preemption(
-    cq: ClusterQueueNode, info: WorkloadInfo, fr: FlavorResource, value: int, snapshot: Snapshot
+    cq: ClusterQueueNode,
+    info: WorkloadInfo,
+    fr: FlavorResource,
+    value: int,
+    snapshot: Snapshot,
+    targets_for: Callable[
+        [WorkloadInfo, ClusterQueueNode, dict[FlavorResource, int], frozenset[FlavorResource]], list[Target]
+    ],
 ) -> tuple[int, int]:
     """Kueue's preemption oracle: could preemption make ``value`` of ``fr`` fit, and how far
     up the cohort tree would the rest be borrowed."""
-    targets = get_targets(info, cq, {fr: value}, frozenset({fr}), snapshot)
+    targets = targets_for(info, cq, {fr: value}, frozenset({fr}))
     if not targets:
         return fa.G_NO_CANDIDATES, fa.lowest_subtree_that_fits(cq, fr, value)[0]
     mark = snapshot.mark()
