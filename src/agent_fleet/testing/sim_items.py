@@ -23,6 +23,9 @@ _STOPWORD_TEXT = (
     "we they them their please can could would should does did done also just more most very"
 )
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_INTERROGATIVES = frozenset(
+    {"how", "why", "what", "where", "when", "which", "who", "can", "is", "does", "do", "should"}
+)
 
 # (host fragment, kind of source, category)
 _SOURCE_KINDS: tuple[tuple[str, str, str], ...] = (
@@ -52,7 +55,7 @@ _LINE_CLASSES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ),
     (
         "question",
-        ("how", "why", "what", "where", "when", "is", "can", "?"),
+        ("?", "<interrogative>"),
         "It is a question that needs an answer more than a change.",
     ),
     (
@@ -107,11 +110,16 @@ def _line_note(item: str) -> dict[str, Any]:
     tokens = set(_words(text))
     if "?" in text:
         tokens.add("?")
+    words = _words(text)
+    if words and words[0] in _INTERROGATIVES:
+        tokens.add("<interrogative>")
     category, sentence = "other", "It does not fit a more specific category."
+    best = 0
     for cat, keywords, sent in _LINE_CLASSES:
-        if any(k in tokens for k in keywords):
-            category, sentence = cat, sent
-            break
+        # the class with the most keyword hits wins; ties go to the class listed first
+        hits = sum(1 for k in keywords if k in tokens)
+        if hits > best:
+            category, sentence, best = cat, sent, hits
     short = text if len(text) <= 160 else text[:159] + "…"
     head = " ".join(lowered.split()[:8]) or "(empty item)"
     return {
