@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from sim_sdk_helpers import (
+from test_sim_provider_helpers import (
     DEMO,
     DIR_TOOLS,
     LIST_TOOLS,

@@ -1,4 +1,4 @@
-"""Shared by the simulated-provider integration tests: tool schemas and agent loops driven by the SDKs.
+"""Helpers (no tests) for the simulated-provider integration tests: tool schemas and SDK-driven agent loops.
 
 The loops play the part of the harness: they execute ``read_file`` against the bundled demo codebase
 (scoped to the partition) and record every model call.
