@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -167,7 +168,7 @@ class Engine:
     async def create_run(self, plan: Plan, options: RunOptions, *, run_id: str | None = None) -> str:
         plan.check()
         run_id = run_id or new_run_id()
-        created = {"task": options.task, "input": options.input_path, "options": options.to_dict()}
+        created = {"task": options.task, "input": options.input_path, "options": options.to_dict(), "owner": _owner()}
         await self.log.emit_events(
             run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, {"plan": plan.to_dict()})]
         )
@@ -507,8 +508,13 @@ async def resume(
     async with log:
         options, plan = await load_run(log, run_id)
     async with open_engine(options, run_id=run_id, store_url=store_url, api_key=api_key, env=env) as engine:
-        await engine.log.emit_event(run_id, EventType.RUN_RESUMED, {})
+        await engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner()})
         if on_start is not None:
             on_start(run_id, engine)
         await engine.dispatch(run_id, plan, options)
         return await engine.aggregate(run_id, options)
+
+
+def _owner() -> dict[str, Any]:
+    """Which process drives a run, so ``status`` can tell a live run from a crashed one."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}

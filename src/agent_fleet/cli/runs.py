@@ -1,9 +1,287 @@
-"""Commands of this group are registered by :func:`register`."""
+"""Run commands: ``deploy``, ``resume``, ``status``, ``events``, ``demo``."""
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from agent_fleet.cli.common import STORE_OPTION, print_json, run_async
+from agent_fleet.cli.progress import live_progress
+from agent_fleet.domain.events import EventType, SessionRecord, SessionState
+from agent_fleet.engine import Engine, RunOptions, RunReport, deploy, exit_code_for, resume
+from agent_fleet.errors import SessionNotFound
+from agent_fleet.observe.summary import run_figures
+from agent_fleet.session.port import SessionLog
+from agent_fleet.session.store import open_store, resolve_store_url
+
+__all__ = ["register"]
+
+
+def _announce(run_id: str, engine: Engine) -> None:
+    typer.echo(f"agent-fleet: run {run_id} started", err=True)
+
+
+def _finish(report: RunReport, as_json: bool) -> None:
+    if as_json:
+        print_json(report.summary)
+    else:
+        _print_summary(report.summary)
+    code = exit_code_for(report.status)
+    if code:
+        raise typer.Exit(code)
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    console = Console()
+    table = Table(title=f"run {s['run_id']} — {s['status']}", show_header=False)
+    sessions = s["sessions"]
+    rows = [
+        ("task", s["task"]),
+        ("partitions", str(s["partitions"])),
+        ("sessions", f"{sessions['completed']} completed, {sessions['failed']} failed, {sessions['paused']} paused"),
+        ("results", f"{s['results_raw']} raw → {s['results_unique']} unique (dedup {s['dedup_rate']:.1%})"),
+        ("tokens", f"{s['tokens']['total']:,} ({s['tokens']['input']:,} in, {s['tokens']['output']:,} out)"),
+        ("cost", f"${s['cost_usd']:.4f} at list prices"),
+        ("model calls", f"{s['llm_calls']:,}; errors {s['errors']}"),
+        ("duration", f"{s['duration_s']:.1f} s"),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+    console.print(f"report: {Path(s['out_dir']) / 'report.md'}")
+    if s["status"] == "paused":
+        console.print(f"sessions paused on budget: raise it with `agent-fleet budget raise {s['run_id']} --tokens N`")
+
+
+def deploy_cmd(
+    task: str = typer.Option(..., "--task", help="What every agent should do."),
+    input: str | None = typer.Option(None, "--input", help="A directory (codebase), a .txt list, .jsonl or .csv."),
+    agents: int = typer.Option(10, "--agents", help="How many agent sessions (partitions)."),
+    budget_tokens: int = typer.Option(128_000, "--budget-tokens", help="Token budget per agent session."),
+    budget_usd: str | None = typer.Option(None, "--budget-usd", help="Dollar budget per session (list prices)."),
+    fleet_budget_usd: str | None = typer.Option(None, "--fleet-budget-usd", help="Dollar budget of the whole run."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Seconds per session attempt."),
+    model: str = typer.Option("gpt-4.1-mini", "--model", help="Model name sent to the provider."),
+    provider: str | None = typer.Option(None, "--provider", help="openai, anthropic or a base URL."),
+    config: str | None = typer.Option(None, "--config", help="fleet.yaml"),
+    store: str | None = STORE_OPTION,
+    out: str | None = typer.Option(None, "--out", help="Output directory (default .fleet/runs/RUN_ID)."),
+    queue: str | None = typer.Option(None, "--queue", help="Admission queue (LocalQueue) name."),
+    priority: str | None = typer.Option(None, "--priority", help="WorkloadPriorityClass name."),
+    max_concurrency: int = typer.Option(50, "--max-concurrency", help="Initial API concurrency."),
+    max_turns: int = typer.Option(40, "--max-turns", help="Model turns per session before it pauses."),
+    agent_cmd: str | None = typer.Option(None, "--agent-cmd", help="Run this CLI agent per partition."),
+    embedder: str = typer.Option("auto", "--embedder", help="Dedup embedder: auto, lexical or minilm."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
+) -> None:
+    """Decompose → dispatch → aggregate, end to end."""
+    engine_box: list[Engine] = []
+
+    def started(run_id: str, engine: Engine) -> None:
+        engine_box.append(engine)
+        _announce(run_id, engine)
+
+    out_dir = os.path.abspath(out) if out else None
+
+    async def go() -> RunReport:
+        options = RunOptions(
+            task=task,
+            input_path=input,
+            agents=agents,
+            budget_tokens=budget_tokens,
+            budget_usd=budget_usd,
+            fleet_budget_usd=fleet_budget_usd,
+            timeout=timeout,
+            model=model,
+            provider=provider,
+            out_dir=out_dir,
+            queue=queue,
+            priority=priority,
+            max_concurrency=max_concurrency,
+            max_turns=max_turns,
+            agent_cmd=agent_cmd,
+            config_path=config,
+            embedder=embedder,
+        )
+        async with live_progress(engine_box, enabled=True):
+            return await deploy(options, store_url=store, on_start=started)
+
+    _finish(run_async(go()), as_json)
+
+
+def resume_cmd(
+    run_id: str = typer.Argument(..., help="The run to continue."),
+    store: str | None = STORE_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
+) -> None:
+    """Continue an interrupted, crashed or budget-paused run from the session log."""
+    engine_box: list[Engine] = []
+
+    def started(rid: str, engine: Engine) -> None:
+        engine_box.append(engine)
+        typer.echo(f"agent-fleet: run {rid} resumed", err=True)
+
+    async def go() -> RunReport:
+        async with live_progress(engine_box, enabled=True):
+            return await resume(run_id, store_url=store, on_start=started)
+
+    _finish(run_async(go()), as_json)
+
+
+async def _run_row(log: SessionLog, rec: SessionRecord) -> dict[str, Any]:
+    state = rec.state
+    if state in (SessionState.RUNNING, SessionState.CREATED):
+        owner: dict[str, Any] = {}
+        for ev in await log.get_events(rec.session_id):
+            if ev.type in (EventType.RUN_CREATED, EventType.RUN_RESUMED):
+                owner = ev.data.get("owner") or {}
+        if not _owner_alive(owner):
+            state = SessionState.INTERRUPTED
+    return {
+        "run_id": rec.session_id,
+        "status": str(state),
+        "task": rec.info.get("task", ""),
+        "input": rec.info.get("input"),
+        "created_at": rec.created_at,
+        "updated_at": rec.updated_at,
+    }
+
+
+def _owner_alive(owner: dict[str, Any]) -> bool:
+    """A run stream says ``running`` until it ends; a run whose process is gone was interrupted."""
+    pid, host = owner.get("pid"), owner.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def status_cmd(
+    run_id: str | None = typer.Argument(None, help="A run id; without it, every run, newest first."),
+    store: str | None = STORE_OPTION,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Runs, or one run: sessions by state, tokens, cost, errors."""
+
+    async def go() -> dict[str, Any]:
+        async with open_store(resolve_store_url(store)) as log:
+            if run_id is None:
+                return {"runs": [await _run_row(log, r) for r in await log.list_runs(limit=1000)]}
+            rec = await log.get_session(run_id)
+            if rec is None or rec.kind != "run":
+                raise SessionNotFound(f"no run {run_id!r} in this store")
+            sessions = await log.list_sessions(run_id)
+            events = await log.events_of_run(
+                run_id,
+                [EventType.MODEL_RESPONSE, EventType.MODEL_ERROR, EventType.RESULT_ITEM, EventType.ATTEMPT_FAILED],
+            )
+            figures = run_figures(sessions, events).to_summary()
+            by_state: dict[str, int] = {}
+            for s in sessions:
+                by_state[str(s.state)] = by_state.get(str(s.state), 0) + 1
+            row = await _run_row(log, rec)
+            return {**row, **figures, "sessions": by_state, "partitions": len(sessions)}
+
+    data = run_async(go())
+    if as_json:
+        print_json(data)
+        return
+    console = Console()
+    if run_id is None:
+        table = Table("run", "status", "task", "created")
+        for r in data["runs"]:
+            created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created_at"]))
+            table.add_row(r["run_id"], r["status"], r["task"][:60], created)
+        console.print(table)
+        return
+    table = Table(title=f"run {data['run_id']} — {data['status']}", show_header=False)
+    table.add_row("sessions", ", ".join(f"{n} {s}" for s, n in sorted(data["sessions"].items())))
+    table.add_row("tokens", f"{data['tokens']['total']:,}")
+    table.add_row("cost", f"${data['cost_usd']:.4f}")
+    table.add_row("model calls", str(data["llm_calls"]))
+    table.add_row("errors", str(data["errors"]))
+    table.add_row("results", f"{data['results_raw']} raw")
+    console.print(table)
+
+
+def events_cmd(
+    session_id: str = typer.Argument(..., help="A session id (or a run id for the run's own stream)."),
+    after: int = typer.Option(0, "--after", help="Only events with seq greater than this."),
+    store: str | None = STORE_OPTION,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Read a session's event log."""
+
+    async def go() -> list[dict[str, Any]]:
+        async with open_store(resolve_store_url(store)) as log:
+            if await log.get_session(session_id) is None:
+                raise SessionNotFound(f"no session {session_id!r} in this store")
+            return [e.to_dict() for e in await log.get_events(session_id, after=after)]
+
+    events = run_async(go())
+    if as_json:
+        print_json({"session_id": session_id, "events": events})
+        return
+    for e in events:
+        stamp = time.strftime("%H:%M:%S", time.localtime(e["time"]))
+        data = str(e["data"])
+        sys.stdout.write(f"{e['seq']:>6}  {stamp}  {e['type']:<18} {data[:100]}\n")
+
+
+def demo_cmd(
+    store: str | None = STORE_OPTION,
+    out: str | None = typer.Option(None, "--out", help="Output directory (default .fleet/runs/RUN_ID)."),
+    agents: int = typer.Option(12, "--agents"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Offline end-to-end run on the bundled sample codebase against the simulated provider."""
+    from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, SimProvider
+
+    engine_box: list[Engine] = []
+
+    def started(run_id: str, engine: Engine) -> None:
+        engine_box.append(engine)
+        _announce(run_id, engine)
+
+    repo = Path(__file__).resolve().parent.parent / "samples" / "demo-repo"
+    out_dir = os.path.abspath(out) if out else None
+
+    async def go() -> RunReport:
+        async with SimProvider(SimConfig(latency=LogNormalLatency(median=0.15, sigma=0.5), seed=7)) as sim:
+            options = RunOptions(
+                task="Find bugs and risky code",
+                input_path=str(repo),
+                agents=agents,
+                provider=sim.base_url,
+                out_dir=out_dir,
+            )
+            async with live_progress(engine_box, enabled=True):
+                return await deploy(options, store_url=store, api_key="sk-demo-offline", on_start=started)
+
+    report = run_async(go())
+    if as_json:
+        print_json(report.summary)
+    else:
+        _print_summary(report.summary)
+    raise typer.Exit(exit_code_for(report.status))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    app.command("deploy")(deploy_cmd)
+    app.command("resume")(resume_cmd)
+    app.command("status")(status_cmd)
+    app.command("events")(events_cmd)
+    app.command("demo")(demo_cmd)
