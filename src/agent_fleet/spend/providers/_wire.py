@@ -1,0 +1,228 @@
+"""What every HTTP provider shares: the client, error mapping and rate-limit signals.
+
+Error mapping (provider-signals.md)::
+
+    429 insufficient_quota / 402 / billing 400 / 403 billing  -> QuotaExhausted   (never retried)
+    429 otherwise                                              -> RateLimited      (retry_after)
+    408, 409, 5xx, 529                                         -> Overloaded       (retryable)
+    other 4xx                                                  -> ClientRequestError
+    connect error, timeout, broken connection                  -> ProviderUnreachable / ProviderTimeout
+
+Messages name the host and the status, never a credential.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from agent_fleet.errors import (
+    ClientRequestError,
+    Overloaded,
+    ProviderError,
+    ProviderUnreachable,
+    QuotaExhausted,
+    RateLimited,
+)
+
+__all__ = [
+    "ProviderTimeout",
+    "RateSignals",
+    "SignalSink",
+    "error_from_response",
+    "host_of",
+    "make_client",
+    "parse_duration",
+    "signals_from_headers",
+    "transport_error",
+]
+
+
+class ProviderTimeout(ProviderUnreachable):
+    """The provider did not answer in time (the request may or may not have been processed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RateSignals:
+    """The provider's own view of our rate limits, read from response headers.
+
+    ``reset_*`` are seconds from now until the window is fully restored (not a wait).
+    """
+
+    limit_requests: int | None = None
+    remaining_requests: int | None = None
+    reset_requests: float | None = None
+    limit_tokens: int | None = None
+    remaining_tokens: int | None = None
+    reset_tokens: float | None = None
+    retry_after: float | None = None
+
+
+SignalSink = Callable[[str, RateSignals], None]
+"""Receives ``(model, signals)`` after each response that carried rate-limit headers."""
+
+
+def host_of(base_url: str) -> str:
+    return urlsplit(base_url).netloc or base_url
+
+
+def make_client(
+    *, base_url: str, headers: Mapping[str, str], timeout: float, max_connections: int
+) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    return httpx.AsyncClient(
+        base_url=base_url.rstrip("/") + "/",
+        headers=dict(headers),
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+        limits=limits,
+    )
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration(text: str) -> float | None:
+    """OpenAI reset durations: ``1s``, ``6m0s``, ``12ms``, ``1h2m3.5s``; plain numbers are seconds."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    total = 0.0
+    matched = False
+    for number, unit in _DURATION.findall(text):
+        matched = True
+        value = float(number)
+        total += value / 1000 if unit == "ms" else value * {"h": 3600, "m": 60, "s": 1}[unit]
+    return total if matched else None
+
+
+def _until(stamp: str) -> float | None:
+    """Seconds from now until an RFC 3339 time (Anthropic reset headers)."""
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return parse_duration(stamp)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(float(value))
+    except ValueError:
+        return None
+
+
+def retry_after_of(headers: httpx.Headers) -> float | None:
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:  # an HTTP date
+        from email.utils import parsedate_to_datetime
+
+        return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def signals_from_headers(headers: httpx.Headers) -> RateSignals | None:
+    """Read OpenAI ``x-ratelimit-*`` or Anthropic ``anthropic-ratelimit-*`` headers; None when absent."""
+    get = headers.get
+    if get("x-ratelimit-limit-requests") is not None or get("x-ratelimit-remaining-tokens") is not None:
+        reset_r = get("x-ratelimit-reset-requests")
+        reset_t = get("x-ratelimit-reset-tokens")
+        return RateSignals(
+            limit_requests=_int(get("x-ratelimit-limit-requests")),
+            remaining_requests=_int(get("x-ratelimit-remaining-requests")),
+            reset_requests=parse_duration(reset_r) if reset_r else None,
+            limit_tokens=_int(get("x-ratelimit-limit-tokens")),
+            remaining_tokens=_int(get("x-ratelimit-remaining-tokens")),
+            reset_tokens=parse_duration(reset_t) if reset_t else None,
+            retry_after=retry_after_of(headers),
+        )
+    if get("anthropic-ratelimit-requests-limit") is not None or get("anthropic-ratelimit-tokens-limit") is not None:
+        reset_r = get("anthropic-ratelimit-requests-reset")
+        reset_t = get("anthropic-ratelimit-tokens-reset") or get("anthropic-ratelimit-input-tokens-reset")
+        return RateSignals(
+            limit_requests=_int(get("anthropic-ratelimit-requests-limit")),
+            remaining_requests=_int(get("anthropic-ratelimit-requests-remaining")),
+            reset_requests=_until(reset_r) if reset_r else None,
+            limit_tokens=_int(get("anthropic-ratelimit-tokens-limit") or get("anthropic-ratelimit-input-tokens-limit")),
+            remaining_tokens=_int(
+                get("anthropic-ratelimit-tokens-remaining") or get("anthropic-ratelimit-input-tokens-remaining")
+            ),
+            reset_tokens=_until(reset_t) if reset_t else None,
+            retry_after=retry_after_of(headers),
+        )
+    return None
+
+
+_QUOTA_WORDS = ("insufficient_quota", "billing", "credit balance", "spend limit", "usage limit", "quota")
+
+
+def _error_fields(body: bytes) -> tuple[str, str, str]:
+    """(type, code, message) of an OpenAI- or Anthropic-shaped error body; empty when unreadable."""
+    try:
+        data: Any = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return "", "", body[:200].decode("utf-8", "replace")
+    err = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(err, dict):
+        return "", "", ""
+    return str(err.get("type") or ""), str(err.get("code") or ""), str(err.get("message") or "")[:300]
+
+
+def error_from_response(host: str, response: httpx.Response, *, scrub: str = "") -> ProviderError:
+    """Map an error status to the engine's error tree. ``scrub`` is a secret to blank out of echoed text."""
+    status = response.status_code
+    etype, code, message = _error_fields(response.content)
+    if scrub and scrub in message:
+        message = message.replace(scrub, "***")
+    retry_after = retry_after_of(response.headers)
+    detail = f"{etype or code or 'error'}: {message}" if message else (etype or code or "error")
+    text = f"{host} answered {status} ({detail})"
+    lowered = f"{etype} {code} {message}".lower()
+    # insufficient_quota (OpenAI 429), billing 400 (Anthropic spend limit): retrying cannot help.
+    # A 429 counts only with the explicit words: its ordinary messages may mention quotas.
+    quota_words = any(w in lowered for w in _QUOTA_WORDS)
+    quota_429 = "insufficient_quota" in lowered or "billing" in lowered
+    if status == 402 or (status in (400, 403) and quota_words) or (status == 429 and quota_429):
+        return QuotaExhausted(text, status=status)
+    if status == 429:
+        return RateLimited(text, status=status, retry_after=retry_after)
+    if status >= 500 or status in (408, 409, 529):
+        return Overloaded(text, status=status, retry_after=retry_after)
+    return ClientRequestError(text, status=status)
+
+
+def transport_error(host: str, exc: httpx.HTTPError) -> ProviderUnreachable:
+    """``sent`` says whether the request may have reached the provider (and may be billed)."""
+    not_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+    err: ProviderUnreachable
+    if isinstance(exc, httpx.TimeoutException):
+        err = ProviderTimeout(f"{host} did not answer in time ({type(exc).__name__})")
+    else:
+        err = ProviderUnreachable(f"cannot reach {host} ({type(exc).__name__})")
+    err.sent = not not_sent  # type: ignore[attr-defined]
+    return err

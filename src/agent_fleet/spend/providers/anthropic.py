@@ -1,0 +1,306 @@
+"""Anthropic Messages, translated to and from the neutral (OpenAI-shaped) messages.
+
+Translation, both ways:
+
+* ``system`` messages          <-> the top-level ``system`` text
+* assistant ``tool_calls``     <-> ``tool_use`` content blocks (arguments JSON text <-> ``input`` object)
+* ``role: "tool"`` messages    <-> a ``user`` message of ``tool_result`` blocks (consecutive ones merged,
+  since Anthropic wants user and assistant turns to alternate)
+* usage: Anthropic's ``input_tokens`` *excludes* cache reads and writes; the neutral ``input_tokens``
+  includes them, with ``cached_input_tokens`` (reads) and ``cache_write_tokens`` (writes) broken out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
+from agent_fleet.domain.usage import Usage
+from agent_fleet.errors import Overloaded
+from agent_fleet.spend.providers._wire import (
+    SignalSink,
+    error_from_response,
+    host_of,
+    make_client,
+    signals_from_headers,
+    transport_error,
+)
+
+__all__ = [
+    "AnthropicProvider",
+    "anthropic_body",
+    "anthropic_response",
+    "anthropic_usage",
+    "from_anthropic_request",
+    "to_anthropic_response",
+]
+
+DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
+API_VERSION = "2023-06-01"
+
+_STOP_TO_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+_FINISH_TO_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text":
+            parts.append(str(part.get("text", "")))
+        elif isinstance(part, str):
+            parts.append(part)
+    return "".join(parts)
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if content is None or content == "":
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [p if p.get("type") != "text" else {"type": "text", "text": p.get("text", "")} for p in content]
+
+
+def _tool_input(arguments: str) -> Any:
+    try:
+        value = json.loads(arguments) if arguments else {}
+    except ValueError:
+        return {"_raw": arguments}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def anthropic_body(request: ChatRequest, model: str) -> dict[str, Any]:
+    system: list[str] = []
+    messages: list[dict[str, Any]] = []
+
+    def push(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+
+    for msg in request.messages:
+        role = msg.get("role")
+        if role in ("system", "developer"):
+            system.append(_text_of(msg.get("content")))
+        elif role == "assistant":
+            blocks = _blocks(msg.get("content"))
+            for call in msg.get("tool_calls") or ():
+                fn = call.get("function") or {}
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.get("id"),
+                        "name": fn.get("name"),
+                        "input": _tool_input(fn.get("arguments", "")),
+                    }
+                )
+            push("assistant", blocks)
+        elif role == "tool":
+            push(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": msg.get("tool_call_id"),
+                        "content": _text_of(msg.get("content")),
+                    }
+                ],
+            )
+        else:
+            push("user", _blocks(msg.get("content")))
+    body: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "messages": messages}
+    if system:
+        body["system"] = "\n\n".join(system)
+    if request.tools:
+        body["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
+        ]
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body
+
+
+def anthropic_usage(raw: dict[str, Any] | None) -> Usage:
+    if not raw:
+        return Usage()
+    reads = int(raw.get("cache_read_input_tokens") or 0)
+    writes = int(raw.get("cache_creation_input_tokens") or 0)
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0) + reads + writes,
+        output_tokens=int(raw.get("output_tokens") or 0),
+        cached_input_tokens=reads,
+        cache_write_tokens=writes,
+    )
+
+
+def anthropic_response(data: dict[str, Any], model: str) -> ChatResponse:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in data.get("content") or ():
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "tool_use":
+            calls.append(
+                ToolCall(
+                    id=str(block.get("id")), name=str(block.get("name")), arguments=json.dumps(block.get("input") or {})
+                )
+            )
+    stop = str(data.get("stop_reason") or "end_turn")
+    return ChatResponse(
+        content="".join(texts) if texts else None,
+        tool_calls=tuple(calls),
+        usage=anthropic_usage(data.get("usage")),
+        finish_reason=_STOP_TO_FINISH.get(stop, stop),
+        model=str(data.get("model") or model),
+    )
+
+
+# --- the reverse direction, for the gateway service (Anthropic clients in front of any provider) ---
+
+
+def from_anthropic_request(body: dict[str, Any]) -> ChatRequest:
+    """An Anthropic Messages request body as a neutral request."""
+    from agent_fleet.domain.model import ToolSpec
+
+    messages: list[dict[str, Any]] = []
+    system = body.get("system")
+    if system:
+        messages.append({"role": "system", "content": _text_of(system)})
+    for msg in body.get("messages") or ():
+        role = msg.get("role")
+        content = msg.get("content")
+        if isinstance(content, str):
+            messages.append({"role": role, "content": content})
+            continue
+        texts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for block in content or ():
+            kind = block.get("type")
+            if kind == "text":
+                texts.append(str(block.get("text", "")))
+            elif kind == "tool_use":
+                calls.append(
+                    {
+                        "id": block.get("id"),
+                        "type": "function",
+                        "function": {"name": block.get("name"), "arguments": json.dumps(block.get("input") or {})},
+                    }
+                )
+            elif kind == "tool_result":
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": block.get("tool_use_id"),
+                        "content": _text_of(block.get("content")),
+                    }
+                )
+        if role == "assistant":
+            out: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+            if calls:
+                out["tool_calls"] = calls
+            messages.append(out)
+        elif texts:
+            messages.append({"role": role, "content": "".join(texts)})
+    tools = tuple(
+        ToolSpec(name=t["name"], description=t.get("description", ""), parameters=t.get("input_schema") or {})
+        for t in body.get("tools") or ()
+    )
+    return ChatRequest(
+        model=str(body.get("model") or ""),
+        messages=messages,
+        tools=tools,
+        max_tokens=int(body.get("max_tokens") or 4096),
+        temperature=body.get("temperature"),
+    )
+
+
+def to_anthropic_response(response: ChatResponse, *, message_id: str) -> dict[str, Any]:
+    """A neutral response as an Anthropic Messages response body."""
+    content: list[dict[str, Any]] = []
+    if response.content:
+        content.append({"type": "text", "text": response.content})
+    for call in response.tool_calls:
+        content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": _tool_input(call.arguments)})
+    u = response.usage
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": response.model,
+        "content": content,
+        "stop_reason": _FINISH_TO_STOP.get(response.finish_reason, "end_turn"),
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": u.input_tokens - u.cached_input_tokens - u.cache_write_tokens,
+            "output_tokens": u.output_tokens,
+            "cache_read_input_tokens": u.cached_input_tokens,
+            "cache_creation_input_tokens": u.cache_write_tokens,
+        },
+    }
+
+
+class AnthropicProvider:
+    """An Anthropic-compatible ``/messages`` endpoint."""
+
+    kind = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str = DEFAULT_BASE_URL,
+        model: str = "claude-sonnet-4-5",
+        timeout: float = 120.0,
+        max_connections: int = 64,
+        name: str = "anthropic",
+        on_signals: SignalSink | None = None,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.host = host_of(self.base_url)
+        self.on_signals = on_signals
+        self._key = api_key
+        headers = {"x-api-key": api_key, "anthropic-version": API_VERSION, "content-type": "application/json"}
+        self._client = make_client(
+            base_url=self.base_url, headers=headers, timeout=timeout, max_connections=max_connections
+        )
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        return self._client
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        model = request.model or self.model
+        payload = json.dumps(anthropic_body(request, model)).encode()
+        try:
+            response = await self._client.post("messages", content=payload)
+        except httpx.HTTPError as exc:
+            raise transport_error(self.host, exc) from None
+        if self.on_signals is not None:
+            signals = signals_from_headers(response.headers)
+            if signals is not None:
+                self.on_signals(model, signals)
+        if response.status_code >= 400:
+            raise error_from_response(self.host, response, scrub=self._key)
+        try:
+            data = json.loads(response.content)
+        except ValueError:
+            raise Overloaded(f"{self.host} sent a response that is not JSON", status=response.status_code) from None
+        return anthropic_response(data, model)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(name={self.name!r}, base_url={self.base_url!r}, model={self.model!r})"
