@@ -96,7 +96,9 @@ class Harness:
                 return SessionOutcome(session_id, Outcome.PAUSED, action.reason)
 
     async def _call_model(self, view: SessionView, action: CallModel) -> SessionOutcome | None:
-        request = ChatRequest(model=view.model, messages=view.messages, tools=self._tools, max_tokens=view.max_tokens)
+        request = ChatRequest(
+            model=view.model, messages=list(view.messages), tools=self._tools, max_tokens=view.max_tokens
+        )
         try:
             if not action.reissue:
                 await self._emit(view, EventType.MODEL_REQUEST, {"turn": action.turn})

@@ -1,0 +1,272 @@
+"""The harness rebuilds a session from its log alone and never repeats a recorded effect."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_fleet.brain.harness import Harness, Outcome
+from agent_fleet.brain.step import Limits
+from agent_fleet.domain.events import EventType, SessionState
+from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
+from agent_fleet.domain.plan import InputKind, Partition
+from agent_fleet.domain.usage import Usage
+from agent_fleet.errors import BudgetExhausted, Overloaded
+from agent_fleet.hands.files import PartitionFiles
+from agent_fleet.hands.port import ToolOutput
+from agent_fleet.session import SessionLog, open_store
+
+Script = Callable[[ChatRequest], ChatResponse]
+
+
+class ScriptedGateway:
+    """The model boundary: answers from a script, counts calls, can refuse on budget."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.calls: list[ChatRequest] = []
+        self.restored: dict[str, Usage] = {}
+        self.refuse_after: int | None = None
+        self.fail_next = 0
+
+    async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
+        if self.refuse_after is not None and len(self.calls) >= self.refuse_after:
+            raise BudgetExhausted("session token budget reached", scope="session")
+        if self.fail_next:
+            self.fail_next -= 1
+            raise Overloaded("overloaded", status=529)
+        self.calls.append(request)
+        return self.script(request)
+
+    def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
+        self.restored[session_id] = usage
+
+
+class CountingHands:
+    def __init__(self, inner: PartitionFiles) -> None:
+        self.inner = inner
+        self.executed: list[tuple[str, dict[str, Any]]] = []
+
+    def specs(self) -> Any:
+        return self.inner.specs()
+
+    async def execute(self, name: str, input: dict[str, Any]) -> ToolOutput:
+        self.executed.append((name, input))
+        return await self.inner.execute(name, input)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def call(name: str, args: dict[str, Any], cid: str) -> ToolCall:
+    return ToolCall(cid, name, json.dumps(args))
+
+
+def turn_of(request: ChatRequest) -> int:
+    return sum(1 for m in request.messages if m["role"] == "assistant") + 1
+
+
+def dir_script(request: ChatRequest) -> ChatResponse:
+    """Turn 1 reads both files, turn 2 submits one finding per file, turn 3 finishes."""
+    turn = turn_of(request)
+    usage = Usage(100 * turn, 10)
+    if turn == 1:
+        calls = (call("read_file", {"path": "a.py"}, "c1"), call("read_file", {"path": "b.py"}, "c2"))
+        return ChatResponse(None, calls, usage)
+    if turn == 2:
+        items = [{"title": "t", "body": f"finding in {p}", "location": p} for p in ("a.py", "b.py")]
+        return ChatResponse(None, (call("submit_result", {"items": items}, "c3"),), usage)
+    return ChatResponse(None, (call("finish", {"summary": "done"}, "c4"),), usage)
+
+
+@pytest.fixture
+async def log(tmp_path: Path) -> AsyncIterator[SessionLog]:
+    store = open_store(f"sqlite:///{tmp_path / 'fleet.db'}")
+    await store.open()
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    (root / "b.py").write_text("y = 2\n")
+    (root / "secret.py").write_text("KEY = 'do-not-read'\n")
+    return root
+
+
+def partition(kind: InputKind = InputKind.DIRECTORY, items: tuple[str, ...] = ("a.py", "b.py")) -> Partition:
+    return Partition("p0000", 0, kind, items, tuple(range(len(items))), 10)
+
+
+async def create(log: SessionLog, p: Partition, sid: str = "run-x.s00000") -> str:
+    info = {"run_id": "run-x", "partition": p.to_dict(), "task": "Find bugs", "model": "m", "max_tokens": 100}
+    await log.emit_event(sid, EventType.SESSION_CREATED, info)
+    return sid
+
+
+async def types(log: SessionLog, sid: str) -> list[str]:
+    return [e.type for e in await log.get_events(sid)]
+
+
+async def test_full_session_records_every_step(log: SessionLog, repo: Path) -> None:
+    sid = await create(log, partition())
+    gw = ScriptedGateway(dir_script)
+    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    out = await Harness(log=log, gateway=gw, hands=hands).run(sid)
+    assert out.outcome is Outcome.COMPLETED
+    assert await types(log, sid) == [
+        "session_created",
+        "session_started",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "tool_result",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "result_item",
+        "result_item",
+        "tool_result",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_result",
+        "session_completed",
+    ]
+    first = gw.calls[0].messages[1]["content"]
+    assert first == "Task: Find bugs\n\nFiles:\n- a.py\n- b.py"
+    # the second call saw the files' contents as tool results
+    tool_msgs = [m["content"] for m in gw.calls[1].messages if m["role"] == "tool"]
+    assert tool_msgs == ["x = 1\n", "y = 2\n"]
+    items = [e.data for e in await log.get_events(sid) if e.type == EventType.RESULT_ITEM]
+    assert [i["id"] for i in items] == [f"{sid}.r0000", f"{sid}.r0001"]
+    assert {i["partition_id"] for i in items} == {"p0000"}
+    rec = await log.get_session(sid)
+    assert rec is not None and rec.state is SessionState.COMPLETED
+
+
+async def test_wake_reissues_only_the_unanswered_call(log: SessionLog, repo: Path) -> None:
+    sid = await create(log, partition())
+    first = dir_script(ChatRequest("m", [{"role": "user", "content": "x"}]))
+    # as if the process died after recording turn 1's answer and the turn-2 request
+    await log.emit_event(sid, EventType.SESSION_STARTED, {"attempt": 1})
+    await log.emit_event(sid, EventType.MODEL_REQUEST, {"turn": 1})
+    await log.emit_event(sid, EventType.MODEL_RESPONSE, {"turn": 1, "response": first.to_dict()})
+    for c, text in zip(first.tool_calls, ("x = 1\n", "y = 2\n"), strict=True):
+        await log.emit_event(sid, EventType.TOOL_CALL, {"call_id": c.id, "name": c.name, "arguments": c.arguments})
+        data = {"call_id": c.id, "name": c.name, "output": text, "is_error": False}
+        await log.emit_event(sid, EventType.TOOL_RESULT, data)
+    await log.emit_event(sid, EventType.MODEL_REQUEST, {"turn": 2})
+
+    gw = ScriptedGateway(dir_script)
+    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    out = await Harness(log=log, gateway=gw, hands=hands).run(sid, attempt=2)
+    assert out.outcome is Outcome.COMPLETED
+    assert hands.executed == []  # recorded tool results are never run again
+    assert [turn_of(r) for r in gw.calls] == [2, 3]  # turn 1 is never sent again
+    assert gw.restored[sid] == Usage(100, 10)  # what was spent before the crash still counts
+    evs = await log.get_events(sid)
+    assert [e.data["turn"] for e in evs if e.type == EventType.MODEL_REQUEST] == [1, 2, 3]
+    assert "session_resumed" in [e.type for e in evs]
+
+
+async def test_tool_started_but_unrecorded_runs_once_more(log: SessionLog, repo: Path) -> None:
+    sid = await create(log, partition())
+    first = dir_script(ChatRequest("m", [{"role": "user", "content": "x"}]))
+    await log.emit_event(sid, EventType.SESSION_STARTED, {})
+    await log.emit_event(sid, EventType.MODEL_REQUEST, {"turn": 1})
+    await log.emit_event(sid, EventType.MODEL_RESPONSE, {"turn": 1, "response": first.to_dict()})
+    c1 = first.tool_calls[0]
+    await log.emit_event(sid, EventType.TOOL_CALL, {"call_id": c1.id, "name": c1.name, "arguments": c1.arguments})
+    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    await Harness(log=log, gateway=ScriptedGateway(dir_script), hands=hands).run(sid)
+    assert hands.executed == [("read_file", {"path": "a.py"}), ("read_file", {"path": "b.py"})]
+    calls = [e.data["call_id"] for e in await log.get_events(sid) if e.type == EventType.TOOL_CALL]
+    assert calls.count("c1") == 1  # the started call is not recorded twice
+
+
+async def test_result_items_are_never_recorded_twice_across_crashes(log: SessionLog, repo: Path) -> None:
+    sid = await create(log, partition())
+    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    await Harness(log=log, gateway=ScriptedGateway(dir_script), hands=hands).run(sid)
+    # a second harness on a completed session does nothing
+    gw = ScriptedGateway(dir_script)
+    out = await Harness(log=log, gateway=gw, hands=hands).run(sid)
+    assert out.outcome is Outcome.COMPLETED and gw.calls == []
+    assert (await types(log, sid)).count("result_item") == 2
+
+
+async def test_budget_pauses_then_resumes_from_the_log(log: SessionLog, repo: Path) -> None:
+    sid = await create(log, partition())
+    gw = ScriptedGateway(dir_script)
+    gw.refuse_after = 1
+    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    out = await Harness(log=log, gateway=gw, hands=hands).run(sid)
+    assert (out.outcome, out.reason) == (Outcome.PAUSED, "budget")
+    rec = await log.get_session(sid)
+    assert rec is not None and rec.state is SessionState.PAUSED
+    gw.refuse_after = None
+    out = await Harness(log=log, gateway=gw, hands=hands).run(sid)
+    assert out.outcome is Outcome.COMPLETED
+    assert [turn_of(r) for r in gw.calls] == [1, 2, 3]
+    assert len(hands.executed) == 2
+
+
+async def test_max_turns_pauses_with_a_reason(log: SessionLog, repo: Path) -> None:
+    sid = await create(log, partition())
+    gw = ScriptedGateway(dir_script)
+    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    out = await Harness(log=log, gateway=gw, hands=hands, limits=Limits(max_turns=2)).run(sid)
+    assert (out.outcome, out.reason) == (Outcome.PAUSED, "max_turns")
+    assert len(gw.calls) == 2
+
+
+async def test_bad_arguments_and_out_of_scope_paths_are_tool_errors(log: SessionLog, repo: Path) -> None:
+    def script(request: ChatRequest) -> ChatResponse:
+        turn = turn_of(request)
+        if turn == 1:
+            return ChatResponse(
+                None,
+                (
+                    ToolCall("b1", "submit_result", "{not json"),
+                    call("submit_result", {"items": [{"title": 3}]}, "b2"),
+                    call("read_file", {"path": "secret.py"}, "b3"),
+                    call("read_file", {"path": "../repo/secret.py"}, "b4"),
+                    call("rm_rf", {}, "b5"),
+                ),
+            )
+        return ChatResponse("all done", ())
+
+    sid = await create(log, partition())
+    out = await Harness(log=log, gateway=ScriptedGateway(script), hands=PartitionFiles(repo, ("a.py", "b.py"))).run(sid)
+    assert out.outcome is Outcome.COMPLETED
+    results = {e.data["call_id"]: e.data for e in await log.get_events(sid) if e.type == EventType.TOOL_RESULT}
+    assert all(r["is_error"] for r in results.values())
+    assert "do-not-read" not in json.dumps(results)
+    assert "not in this partition" in results["b3"]["output"]
+    items = [e.data for e in await log.get_events(sid) if e.type == EventType.RESULT_ITEM]
+    # a final text answer counts as one result when nothing was submitted
+    assert [(i["title"], i["body"]) for i in items] == [("all done", "all done")]
+
+
+async def test_provider_error_is_recorded_and_raised(log: SessionLog, repo: Path) -> None:
+    sid = await create(log, partition())
+    gw = ScriptedGateway(dir_script)
+    gw.fail_next = 1
+    with pytest.raises(Overloaded):
+        await Harness(log=log, gateway=gw, hands=PartitionFiles(repo, ("a.py", "b.py"))).run(sid)
+    evs = await log.get_events(sid)
+    assert evs[-1].type == EventType.MODEL_ERROR and evs[-1].data["status"] == 529
+    out = await Harness(log=log, gateway=gw, hands=PartitionFiles(repo, ("a.py", "b.py"))).run(sid, attempt=2)
+    assert out.outcome is Outcome.COMPLETED
+    assert [e.data["turn"] for e in await log.get_events(sid) if e.type == EventType.MODEL_REQUEST] == [1, 2, 3]
