@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
 import random
 import struct
 import time
@@ -166,7 +167,7 @@ class SimProvider:
     def _rate_limited(self, fmt: Format, reason: str, retry_after: float, message: str) -> web.Response:
         self._stats.limited(reason)
         headers = self._rate_headers(fmt)
-        headers["retry-after"] = str(max(1, round(retry_after + 0.499)))
+        headers["retry-after"] = str(max(1, math.ceil(retry_after)))
         if fmt == "openai":
             headers["retry-after-ms"] = str(max(1, round(retry_after * 1000)))
             return self._error(fmt, 429, "rate_limit_exceeded", message, code="rate_limit_exceeded", headers=headers)
