@@ -23,16 +23,16 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.domain.model import ChatRequest, ChatResponse
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import ProviderError, ProviderUnreachable, QuotaExhausted, RateLimited
 from agent_fleet.spend.breaker import BreakerConfig, CircuitBreaker
 from agent_fleet.spend.budget import UNSET, Account, BudgetBook
+from agent_fleet.spend.call import CallSlot, Lane
 from agent_fleet.spend.estimate import PromptEstimator
 from agent_fleet.spend.limiter import (
     AdaptiveConcurrency,
@@ -42,15 +42,14 @@ from agent_fleet.spend.limiter import (
     TokenBucket,
     WindowVerdict,
 )
-from agent_fleet.spend.meter import Meter, Tally, error_kind
+from agent_fleet.spend.meter import Meter, Tally
 from agent_fleet.spend.port import ModelProvider
 from agent_fleet.spend.prices import PriceTable
-from agent_fleet.spend.retry import RetryBudget, RetryPolicy
+from agent_fleet.spend.retry import RetryPolicy
 
 __all__ = ["Gateway", "GatewayStatistics", "apply_budget_event"]
 
 _ZERO = Decimal(0)
-_COUNTS_AS_ERROR = frozenset({"rate_limited", "server", "timeout"})
 
 
 def _usd(value: Any) -> Decimal | None:
@@ -85,28 +84,6 @@ class GatewayStatistics:
             "exhausted_models": list(self.exhausted_models),
             "limits": self.limits,
         }
-
-
-@dataclass(slots=True)
-class _Lane:
-    """Per provider: one concurrency limit and its adaptive rule, rate buckets, retry budget."""
-
-    name: str
-    limiter: ConcurrencyLimiter
-    adaptive: AdaptiveConcurrency | None
-    rpm: TokenBucket | None = None
-    tpm: TokenBucket | None = None
-    retry_budget: RetryBudget = field(default_factory=RetryBudget)
-    auto_rpm: bool = True
-    auto_tpm: bool = True
-
-
-class _Call:
-    __slots__ = ("on_wire", "retried")
-
-    def __init__(self) -> None:
-        self.on_wire = False
-        self.retried: list[str] = []
 
 
 class Gateway:
@@ -162,7 +139,7 @@ class Gateway:
         self._concurrency = concurrency
         self._rpm = requests_per_minute
         self._tpm = tokens_per_minute
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[str, Lane] = {}
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
         self._exhausted: set[str] = set()
         self._session_accounts: dict[str, tuple[Account, ...]] = {}
@@ -176,12 +153,12 @@ class Gateway:
 
     # --- wiring ---------------------------------------------------------------------------------
 
-    def _lane(self, provider: ModelProvider) -> _Lane:
+    def _lane(self, provider: ModelProvider) -> Lane:
         lane = self._lanes.get(provider.name)
         if lane is None:
             now = self.clock.now()
             cfg = self._adaptive_config
-            lane = _Lane(
+            lane = Lane(
                 name=provider.name,
                 limiter=ConcurrencyLimiter(self._concurrency),
                 adaptive=AdaptiveConcurrency(cfg, start=now) if cfg is not None else None,
@@ -197,7 +174,7 @@ class Gateway:
                 provider.on_signals = self._signal_sink(lane)
         return lane
 
-    def _signal_sink(self, lane: _Lane) -> Callable[[str, Any], None]:
+    def _signal_sink(self, lane: Lane) -> Callable[[str, Any], None]:
         def sink(model: str, signals: Any) -> None:
             now = self.clock.now()
             if signals.limit_requests and lane.auto_rpm:
@@ -240,134 +217,57 @@ class Gateway:
 
     # --- the call -------------------------------------------------------------------------------
 
+    def slot(
+        self,
+        session_id: str,
+        *,
+        model: str,
+        prompt_tokens: int,
+        max_tokens: int,
+        provider: ModelProvider | None = None,
+    ) -> CallSlot:
+        """A guarded call for ``session_id`` (see :mod:`agent_fleet.spend.call`); use with ``async with``."""
+        provider = provider or self.provider_for(model)
+        lane = self._lanes.get(provider.name) or self._lane(provider)
+        return CallSlot(
+            self,
+            lane,
+            session_id=session_id,
+            provider_name=provider.name,
+            model=model or getattr(provider, "model", ""),
+            prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
+        )
+
+    def estimate_prompt(self, model: str, request: ChatRequest) -> tuple[int, int]:
+        """(raw, calibrated) prompt-token estimate used for reservations."""
+        if self._estimate_prompt is not None:
+            n = self._estimate_prompt(request)
+            return n, n
+        return self.estimator.estimate(model, request)
+
     async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
         provider = self.provider_for(request.model)
         model = request.model or getattr(provider, "model", "")
-        if model in self._exhausted:
-            raise QuotaExhausted(f"{model} is out of quota at {provider.name}; route elsewhere")
-        lane = self._lanes.get(provider.name) or self._lane(provider)
-        if self._estimate_prompt is not None:
-            raw = prompt = self._estimate_prompt(request)
-        else:
-            raw, prompt = self.estimator.estimate(model, request)
-        worst_tokens = prompt + request.max_tokens
-        worst_usd = self.prices.worst_case(model, prompt, request.max_tokens)
-        reservation = self.book.reserve(self._accounts(session_id, model), worst_tokens, worst_usd)
-        call = _Call()
-        self._in_flight += 1
-        try:
-            self._tick(lane, self.clock.now())  # windows close lazily: judge the last one before queueing
-            await lane.limiter.acquire(session_id)
-            try:
-                response = await self._attempts(lane, provider, model, session_id, request, worst_tokens, call)
-            finally:
-                lane.limiter.release(session_id)
-        except BaseException as exc:
-            if call.on_wire or (isinstance(exc, ProviderUnreachable) and getattr(exc, "sent", False)):
-                # Fate unknown: the provider may have done the work. Charge the worst case.
-                self.book.settle(reservation, worst_tokens, worst_usd)
-                self.meter.charge(session_id, model, Usage(prompt, request.max_tokens), worst_usd)
-            else:
-                self.book.settle(reservation, 0, _ZERO)
-            raise
-        finally:
-            self._in_flight -= 1
-        usage = response.usage
-        cost = self.prices.cost(model, usage)
-        self.book.settle(reservation, usage.total_tokens, cost)
-        self.meter.charge(session_id, model, usage, cost)
+        raw, prompt = self.estimate_prompt(model, request)
+        async with self.slot(
+            session_id, model=model, prompt_tokens=prompt, max_tokens=request.max_tokens, provider=provider
+        ) as slot:
+            response = await slot.send(lambda: provider.complete(request))
+            cost = slot.charge(response.usage)
         if self._estimate_prompt is None:
-            self.estimator.observe(model, raw, usage.input_tokens)
-        return replace(response, cost_usd=cost, retried=tuple(call.retried))
+            self.estimator.observe(model, raw, response.usage.input_tokens)
+        return replace(response, cost_usd=cost, retried=tuple(slot.retried))
 
-    async def _attempts(
-        self,
-        lane: _Lane,
-        provider: ModelProvider,
-        model: str,
-        session_id: str,
-        request: ChatRequest,
-        worst_tokens: int,
-        call: _Call,
-    ) -> ChatResponse:
-        clock = self.clock
-        breaker = self._breaker(provider.name, model)
-        attempt = 0
-        while True:
-            attempt += 1
-            while (wait := breaker.ready_in(clock.now())) > 0:
-                await clock.sleep(wait)
-            await self._take_rate(lane, worst_tokens)
-            now = clock.now()
-            if attempt == 1:
-                lane.retry_budget.on_request(now)
-            self._tick(lane, now)
-            breaker.on_send(now)
-            started = now
-            call.on_wire = True
-            try:
-                response = await provider.complete(request)
-            except (ProviderError, ProviderUnreachable) as exc:
-                call.on_wire = False
-                now = clock.now()
-                kind = error_kind(exc)
-                if lane.tpm is not None:
-                    lane.tpm.charge(now, -worst_tokens)  # an answered error consumed no tokens
-                self.meter.error(session_id, model, kind)
-                if kind in _COUNTS_AS_ERROR:
-                    self._observe(lane, now, error=True)
-                    breaker.record(now, ok=False)
-                retry_after = getattr(exc, "retry_after", None)
-                if isinstance(exc, RateLimited) and retry_after:
-                    breaker.cool_down(now, retry_after)
-                if isinstance(exc, QuotaExhausted):
-                    self._exhausted.add(model)
-                    raise
-                delay = self.retry.delay(attempt, exc, self._rand())
-                if delay is None or not lane.retry_budget.try_retry(now):
-                    raise
-                call.retried.append(kind)
-                await clock.sleep(delay)
-                continue
-            call.on_wire = False
-            now = clock.now()
-            self._observe(lane, now, latency=now - started)
-            breaker.record(now, ok=True)
-            if lane.tpm is not None:
-                lane.tpm.charge(now, response.usage.total_tokens - worst_tokens)
-            return response
-
-    async def _take_rate(self, lane: _Lane, tokens: int) -> None:
-        """Reserve one request and the call's tokens; wait off any debt. Refunded if cancelled while waiting."""
-        if lane.rpm is None and lane.tpm is None:
-            return
-        now = self.clock.now()
-        wait = 0.0
-        if lane.rpm is not None:
-            wait = lane.rpm.reserve(now, 1)
-        if lane.tpm is not None:
-            wait = max(wait, lane.tpm.reserve(now, tokens))
-        if wait <= 0:
-            return
-        try:
-            await self.clock.sleep(wait)
-        except BaseException:
-            now = self.clock.now()
-            if lane.rpm is not None:
-                lane.rpm.charge(now, -1)
-            if lane.tpm is not None:
-                lane.tpm.charge(now, -tokens)
-            raise
-
-    def _tick(self, lane: _Lane, now: float) -> None:
+    def _tick(self, lane: Lane, now: float) -> None:
         if lane.adaptive is not None:
             self._apply(lane, lane.adaptive.tick(now))
 
-    def _observe(self, lane: _Lane, now: float, *, latency: float | None = None, error: bool = False) -> None:
+    def _observe(self, lane: Lane, now: float, *, latency: float | None = None, error: bool = False) -> None:
         if lane.adaptive is not None:
             self._apply(lane, lane.adaptive.record(now, latency_s=latency, error=error))
 
-    def _apply(self, lane: _Lane, verdicts: list[WindowVerdict]) -> None:
+    def _apply(self, lane: Lane, verdicts: list[WindowVerdict]) -> None:
         if not verdicts or lane.adaptive is None:
             return
         for v in verdicts:

@@ -1,0 +1,234 @@
+"""One guarded model call: the reservation, the permit, the attempts, and the settlement.
+
+:class:`CallSlot` is an async context manager; the in-process ``Gateway.complete`` and the HTTP
+gateway service (streaming included) both go through it::
+
+    async with gateway.slot(session_id, model=..., prompt_tokens=..., max_tokens=...) as slot:
+        answer = await slot.send(lambda: provider.complete(request))   # retries inside
+        cost = slot.charge(answer.usage)
+
+Entering reserves the worst case on every cap (or raises BudgetExhausted with nothing reserved) and
+takes a concurrency permit. Leaving always returns the permit and closes the reservation:
+
+* ``charge`` was called: the real usage is what was charged;
+* the request may have been processed but no usage came back (read timeout after sending, cancellation
+  or client disconnect while on the wire or while a stream was flowing): the reservation in full;
+* otherwise (refused, answered with an error, cancelled while queueing): nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from types import TracebackType
+from typing import TYPE_CHECKING, TypeVar
+
+from agent_fleet.domain.usage import Usage
+from agent_fleet.errors import ProviderError, ProviderUnreachable, QuotaExhausted, RateLimited
+from agent_fleet.spend.budget import Reservation
+from agent_fleet.spend.limiter import AdaptiveConcurrency, ConcurrencyLimiter, TokenBucket
+from agent_fleet.spend.meter import error_kind
+from agent_fleet.spend.retry import RetryBudget
+
+if TYPE_CHECKING:
+    from agent_fleet.spend.gateway import Gateway
+
+__all__ = ["CallSlot", "Lane"]
+
+T = TypeVar("T")
+_ZERO = Decimal(0)
+_COUNTS_AS_ERROR = frozenset({"rate_limited", "server", "timeout"})
+
+
+@dataclass(slots=True)
+class Lane:
+    """Per provider: one concurrency limit and its adaptive rule, rate buckets, retry budget."""
+
+    name: str
+    limiter: ConcurrencyLimiter
+    adaptive: AdaptiveConcurrency | None
+    rpm: TokenBucket | None = None
+    tpm: TokenBucket | None = None
+    retry_budget: RetryBudget = field(default_factory=RetryBudget)
+    auto_rpm: bool = True
+    auto_tpm: bool = True
+
+
+class CallSlot:
+    __slots__ = (
+        "_gw",
+        "_permit",
+        "charged",
+        "cost",
+        "lane",
+        "max_tokens",
+        "model",
+        "on_wire",
+        "prompt_tokens",
+        "provider_name",
+        "reservation",
+        "retried",
+        "session_id",
+        "streaming",
+        "worst_tokens",
+        "worst_usd",
+    )
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        lane: Lane,
+        *,
+        session_id: str,
+        provider_name: str,
+        model: str,
+        prompt_tokens: int,
+        max_tokens: int,
+    ) -> None:
+        self._gw = gateway
+        self.lane = lane
+        self.session_id = session_id
+        self.provider_name = provider_name
+        self.model = model
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens
+        self.worst_tokens = prompt_tokens + max_tokens
+        self.worst_usd = gateway.prices.worst_case(model, prompt_tokens, max_tokens)
+        self.reservation: Reservation | None = None
+        self._permit = False
+        self.on_wire = False
+        self.streaming = False
+        self.charged = False
+        self.cost = _ZERO
+        self.retried: list[str] = []
+
+    async def __aenter__(self) -> CallSlot:
+        gw = self._gw
+        if self.model in gw._exhausted:
+            raise QuotaExhausted(f"{self.model} is out of quota at {self.provider_name}; route elsewhere")
+        self.reservation = gw.book.reserve(gw._accounts(self.session_id, self.model), self.worst_tokens, self.worst_usd)
+        gw._in_flight += 1
+        try:
+            gw._tick(self.lane, gw.clock.now())  # windows close lazily: judge the last one before queueing
+            await self.lane.limiter.acquire(self.session_id)
+        except BaseException:
+            gw._in_flight -= 1
+            gw.book.settle(self.reservation, 0, _ZERO)
+            raise
+        self._permit = True
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        gw = self._gw
+        try:
+            if self._permit:
+                self._permit = False
+                self.lane.limiter.release(self.session_id)
+        finally:
+            gw._in_flight -= 1
+            if not self.charged and self.reservation is not None:
+                sent_timeout = isinstance(exc, ProviderUnreachable) and getattr(exc, "sent", False)
+                if self.on_wire or self.streaming or sent_timeout:
+                    # Fate unknown: the provider may have done (and billed) the work. Charge the worst case.
+                    gw.book.settle(self.reservation, self.worst_tokens, self.worst_usd)
+                    worst = Usage(self.prompt_tokens, self.max_tokens)
+                    gw.meter.charge(self.session_id, self.model, worst, self.worst_usd)
+                    self.charged = True
+                else:
+                    gw.book.settle(self.reservation, 0, _ZERO)
+
+    async def send(self, attempt_once: Callable[[], Awaitable[T]]) -> T:
+        """Run ``attempt_once`` under the breaker, the rate buckets and the retry policy.
+
+        Returns once the provider has answered successfully (for a stream: once its headers came);
+        raises the last error when retrying stops.
+        """
+        gw = self._gw
+        clock = gw.clock
+        lane = self.lane
+        breaker = gw._breaker(self.provider_name, self.model)
+        attempt = 0
+        while True:
+            attempt += 1
+            while (wait := breaker.ready_in(clock.now())) > 0:
+                await clock.sleep(wait)
+            await self._take_rate()
+            now = clock.now()
+            if attempt == 1:
+                lane.retry_budget.on_request(now)
+            gw._tick(lane, now)
+            breaker.on_send(now)
+            started = now
+            self.on_wire = True
+            try:
+                answer = await attempt_once()
+            except (ProviderError, ProviderUnreachable) as exc:
+                self.on_wire = False
+                now = clock.now()
+                kind = error_kind(exc)
+                if lane.tpm is not None:
+                    lane.tpm.charge(now, -self.worst_tokens)  # an answered error consumed no tokens
+                gw.meter.error(self.session_id, self.model, kind)
+                if kind in _COUNTS_AS_ERROR:
+                    gw._observe(lane, now, error=True)
+                    breaker.record(now, ok=False)
+                retry_after = getattr(exc, "retry_after", None)
+                if isinstance(exc, RateLimited) and retry_after:
+                    breaker.cool_down(now, retry_after)
+                if isinstance(exc, QuotaExhausted):
+                    gw._exhausted.add(self.model)
+                    raise
+                if getattr(exc, "sent", False):
+                    raise  # a timeout after sending: it may have been processed, do not send it twice
+                delay = gw.retry.delay(attempt, exc, gw._rand())
+                if delay is None or not lane.retry_budget.try_retry(now):
+                    raise
+                self.retried.append(kind)
+                await clock.sleep(delay)
+                continue
+            self.on_wire = False
+            now = clock.now()
+            gw._observe(lane, now, latency=now - started)
+            breaker.record(now, ok=True)
+            return answer
+
+    def charge(self, usage: Usage) -> Decimal:
+        """Settle the reservation with the real usage at list price; returns the cost."""
+        gw = self._gw
+        cost = gw.prices.cost(self.model, usage)
+        if self.reservation is not None and not self.charged:
+            gw.book.settle(self.reservation, usage.total_tokens, cost)
+            gw.meter.charge(self.session_id, self.model, usage, cost)
+            if self.lane.tpm is not None:
+                self.lane.tpm.charge(gw.clock.now(), usage.total_tokens - self.worst_tokens)
+        self.charged = True
+        self.streaming = False
+        self.cost = cost
+        return cost
+
+    async def _take_rate(self) -> None:
+        """Reserve one request and the call's tokens; wait off any debt. Refunded if cancelled while waiting."""
+        lane = self.lane
+        if lane.rpm is None and lane.tpm is None:
+            return
+        clock = self._gw.clock
+        now = clock.now()
+        wait = 0.0
+        if lane.rpm is not None:
+            wait = lane.rpm.reserve(now, 1)
+        if lane.tpm is not None:
+            wait = max(wait, lane.tpm.reserve(now, self.worst_tokens))
+        if wait <= 0:
+            return
+        try:
+            await clock.sleep(wait)
+        except BaseException:
+            now = clock.now()
+            if lane.rpm is not None:
+                lane.rpm.charge(now, -1)
+            if lane.tpm is not None:
+                lane.tpm.charge(now, -self.worst_tokens)
+            raise
