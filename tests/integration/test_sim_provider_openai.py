@@ -51,7 +51,7 @@ async def test_directory_partition_session(sim: SimProvider) -> None:
     assert [a["path"] for turn in trace.calls[:2] for _, _, a in turn] == paths
     expected = [f.to_item() for p in paths[:30] for f in detect(p, (DEMO / p).read_text())]
     assert trace.submitted == expected and len(expected) >= 20
-    assert trace.summary == f"Reviewed 31 files and reported {len(expected)} findings."
+    assert trace.summary == f"Reviewed 31 files and reported {len(expected)} findings. 1 file could not be read."
     ids = [i for turn in trace.calls for i, _, _ in turn]
     assert len(set(ids)) == len(ids) and all(i.startswith("call_") for i in ids)
     # turn 3 repeats all of turn 2's prompt: that prefix is reported as cached, in multiples of 128

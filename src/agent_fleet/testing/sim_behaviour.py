@@ -2,9 +2,10 @@
 
 It follows the built-in agent's tool protocol (SPEC.md): a directory partition is read with ``read_file``
 (at most 25 calls per turn), reviewed by the deterministic detectors and reported with one
-``submit_result``; a list partition is answered five items per ``submit_result``; then ``finish``. A
-verifier request (``submit_verdict`` offered) gets one verdict. Without tools the answer is prose. Nothing
-here reads a clock or an RNG, so the same conversation always gets the same reply.
+``submit_result`` (several only beyond 200 findings); a list partition is answered five items per
+``submit_result``; then ``finish``. A verifier request (``submit_verdict`` offered) gets one verdict.
+Without tools the answer is prose. Nothing here reads a clock or an RNG, so the same conversation always
+gets the same reply.
 """
 
 from __future__ import annotations
@@ -19,10 +20,20 @@ from agent_fleet.testing.sim_conversation import Conversation, SimToolCall
 from agent_fleet.testing.sim_detectors import Finding, detect
 from agent_fleet.testing.sim_items import note_for_item, plain_answer, verdict_for
 
-__all__ = ["LIST_CHUNK", "MAX_READS_PER_TURN", "Partition", "Reply", "decide", "parse_partition"]
+__all__ = [
+    "LIST_CHUNK",
+    "MAX_ITEMS_PER_SUBMIT",
+    "MAX_READS_PER_TURN",
+    "Partition",
+    "Reply",
+    "decide",
+    "parse_partition",
+]
 
 MAX_READS_PER_TURN = 25
 LIST_CHUNK = 5
+# Findings go in one submit_result call; only a partition with more than this many takes several.
+MAX_ITEMS_PER_SUBMIT = 200
 
 _NUMBERED_LINE = re.compile(r"^\s*\d+(\t|: |\| ?)")
 
@@ -110,15 +121,12 @@ def _plural(n: int, word: str) -> str:
 
 
 def _directory(files: tuple[str, ...], history: _History, tools: frozenset[str], parallel: bool) -> Reply:
-    if history.called("submit_result"):
-        n = history.submitted_items()
-        return _finish(tools, f"Reviewed {_plural(len(files), 'file')} and reported {_plural(n, 'finding')}.")
     if "read_file" not in tools:
         return _finish(tools, "No read_file tool was offered, so the files could not be reviewed.")
     read_calls = [c for c in history.calls if c.name == "read_file"]
     requested = {str(c.arguments.get("path", "")) for c in read_calls}
     pending = [p for p in files if p not in requested]
-    if pending:
+    if pending and not history.called("submit_result"):
         cap = MAX_READS_PER_TURN if parallel else 1
         return Reply(None, tuple(("read_file", {"path": p}) for p in pending[:cap]))
     contents: dict[str, str] = {}
@@ -132,10 +140,15 @@ def _directory(files: tuple[str, ...], history: _History, tools: frozenset[str],
     findings: list[Finding] = []
     for path in order:
         findings.extend(detect(path, contents[path]))
+    done = history.submitted_items()
+    if done < len(findings) and "submit_result" in tools:
+        chunk = findings[done : done + MAX_ITEMS_PER_SUBMIT]
+        return Reply(None, (("submit_result", {"items": [f.to_item() for f in chunk]}),))
+    if done:
+        summary = f"Reviewed {_plural(len(files), 'file')} and reported {_plural(done, 'finding')}."
+    else:
+        summary = f"Reviewed {_plural(len(contents), 'file')} and found nothing to report."
     unreadable = len(files) - sum(1 for p in files if p in contents)
-    if findings and "submit_result" in tools:
-        return Reply(None, (("submit_result", {"items": [f.to_item() for f in findings]}),))
-    summary = f"Reviewed {_plural(len(contents), 'file')} and found nothing to report."
     if unreadable:
         summary += f" {_plural(unreadable, 'file')} could not be read."
     return _finish(tools, summary)

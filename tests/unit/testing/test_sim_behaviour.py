@@ -221,3 +221,25 @@ def test_malformed_openai_requests_are_rejected(body: dict[str, Any]) -> None:
 def test_anthropic_requires_max_tokens() -> None:
     with pytest.raises(BadRequest):
         from_anthropic({"model": "m", "messages": [{"role": "user", "content": "x"}]})
+
+
+def test_more_findings_than_one_submit_holds_are_submitted_over_several_turns() -> None:
+    from agent_fleet.testing.sim_behaviour import MAX_ITEMS_PER_SUBMIT
+
+    source = "".join(f"x{i} = 1  # TODO: item {i}\n" for i in range(30))
+    paths = [f"m{i}.py" for i in range(10)]  # 300 findings
+    messages: list[dict[str, Any]] = [files_task(paths)]
+    reads = decide(from_openai(request(messages)))
+    messages.append(assistant(reads.calls, "r"))
+    messages += [tool_result(f"r{i}", source) for i in range(len(paths))]
+    sizes = []
+    for turn in range(5):
+        reply = decide(from_openai(request(messages)))
+        name, args = reply.calls[0]
+        if name == "finish":
+            assert args["summary"] == "Reviewed 10 files and reported 300 findings."
+            break
+        sizes.append(len(args["items"]))
+        messages.append(assistant(reply.calls, f"s{turn}-"))
+        messages.append(tool_result(f"s{turn}-0", "ok"))
+    assert sizes == [MAX_ITEMS_PER_SUBMIT, 300 - MAX_ITEMS_PER_SUBMIT]
