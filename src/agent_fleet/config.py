@@ -1,0 +1,174 @@
+"""fleet.yaml: the models (routing tiers), budgets, rate limits, queues and price overrides.
+
+```yaml
+models:                       # routing tiers: the router picks by difficulty, falls back on failure
+  - {name: fast, provider: openai, model: gpt-4.1-mini, base_url: ..., api_key_env: FLEET_API_KEY, tier: simple}
+  - {name: deep, provider: anthropic, model: claude-opus-4-5, tier: complex, fallback: [fast]}
+routing: {classifier: fast}   # optional: a cheap model call that rates difficulty
+budgets: {session_tokens: 128000, session_usd: null, fleet_usd: null, queue_usd: {team-a: 50}}
+rate_limit: {baseline_concurrency: 50, tokens_per_minute: null}
+guards: {max_turns: 60, repeated_tool_calls: 5, no_progress_turns: 12}
+prices: {my-model: {input: 0.4, output: 1.6, cached_input: 0.1}}   # $/MTok, over the built-in table
+queues: kueue.yaml            # or inline Kueue v1beta2 objects (parsed by the admission plane)
+```
+
+Every model refuses unknown keys, so a typo is an error, not a silent default. :func:`load_config`
+turns any problem into one :class:`~agent_fleet.errors.ConfigError` line.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agent_fleet.errors import ConfigError
+
+__all__ = [
+    "TIERS",
+    "BudgetsConfig",
+    "FleetConfig",
+    "GuardsConfig",
+    "ModelConfig",
+    "PriceOverride",
+    "RateLimitConfig",
+    "RoutingConfig",
+    "load_config",
+    "parse_config",
+]
+
+Tier = Literal["simple", "medium", "complex"]
+TIERS: tuple[str, ...] = ("simple", "medium", "complex")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Strict):
+    name: str = Field(min_length=1)
+    provider: str = "openai"  # openai | anthropic | an http(s) URL
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = None  # the variable holding this model's key (never the key itself)
+    tier: Tier = "medium"
+    fallback: tuple[str, ...] = ()
+    max_tokens: int | None = Field(default=None, ge=1)
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, value: str) -> str:
+        if value not in ("openai", "anthropic") and not value.startswith(("http://", "https://")):
+            raise ValueError("provider is openai, anthropic or an http(s) URL")
+        return value
+
+
+class BudgetsConfig(_Strict):
+    session_tokens: int | None = Field(default=128_000, ge=1)
+    session_usd: Decimal | None = Field(default=None, ge=0)
+    fleet_usd: Decimal | None = Field(default=None, ge=0)
+    fleet_tokens: int | None = Field(default=None, ge=1)
+    queue_usd: dict[str, Decimal] = Field(default_factory=dict)
+    model_usd: dict[str, Decimal] = Field(default_factory=dict)
+
+
+class RateLimitConfig(_Strict):
+    baseline_concurrency: int = Field(default=50, ge=1)
+    adaptive: bool = True
+    window_s: float = Field(default=10.0, gt=0)
+    max_error_rate: float = Field(default=0.05, ge=0, le=1)
+    max_mean_latency_s: float = Field(default=2.0, gt=0)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    max_attempts: int = Field(default=4, ge=1)
+
+
+class RoutingConfig(_Strict):
+    classifier: str | None = None  # a model name from `models` to rate difficulty, or none
+    default_tier: Tier = "medium"
+
+
+class GuardsConfig(_Strict):
+    max_turns: int = Field(default=60, ge=1)
+    repeated_tool_calls: int = Field(default=5, ge=2)
+    no_progress_turns: int = Field(default=12, ge=1)
+
+
+class PriceOverride(_Strict):
+    """US dollars per million tokens."""
+
+    input: Decimal = Field(ge=0)
+    output: Decimal = Field(ge=0)
+    cached_input: Decimal | None = Field(default=None, ge=0)
+    cache_write: Decimal | None = Field(default=None, ge=0)
+
+
+class FleetConfig(_Strict):
+    models: tuple[ModelConfig, ...] = ()
+    routing: RoutingConfig = RoutingConfig()
+    budgets: BudgetsConfig = BudgetsConfig()
+    rate_limit: RateLimitConfig = RateLimitConfig()
+    guards: GuardsConfig = GuardsConfig()
+    prices: dict[str, PriceOverride] = Field(default_factory=dict)
+    # A path to a Kueue YAML file, or the Kueue objects inline; the admission plane parses them.
+    queues: str | list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _names(self) -> FleetConfig:
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"model names must be unique: {', '.join(dupes)}")
+        for m in self.models:
+            for f in m.fallback:
+                if f not in names:
+                    raise ValueError(f"model {m.name!r} falls back to unknown model {f!r}")
+        if self.routing.classifier is not None and self.routing.classifier not in names:
+            raise ValueError(f"routing.classifier names unknown model {self.routing.classifier!r}")
+        return self
+
+    def model(self, name: str) -> ModelConfig | None:
+        for m in self.models:
+            if m.name == name or m.model == name:
+                return m
+        return None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid"))
+    msg = msg.removeprefix("Value error, ")
+    return f"{where}: {msg}" if where else msg
+
+
+def parse_config(data: Any, *, source: str = "fleet.yaml") -> FleetConfig:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping")
+    try:
+        return FleetConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_first_error(exc)}") from None
+
+
+def load_config(path: str | Path | None) -> FleetConfig:
+    """Read and check fleet.yaml; ``None`` gives the defaults. Raises ConfigError (one line)."""
+    if path is None:
+        return FleetConfig()
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {p}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{p}:{where} is not valid YAML") from None
+    return parse_config(data, source=str(p))
