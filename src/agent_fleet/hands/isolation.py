@@ -270,7 +270,10 @@ class BwrapOptions:
 
 
 def _python_paths() -> list[str]:
+    """The Python installation, and this package's own directory (source code only, no data):
+    enough to run Python tools and the bundled CLI stand-ins inside the sandbox."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.add(str(Path(__file__).resolve().parents[1]))
     return sorted(p for p in paths if p and not p.startswith("/usr"))
 
 
