@@ -62,6 +62,7 @@ class CallSlot:
         "charged",
         "cost",
         "lane",
+        "last_input_tokens",
         "max_tokens",
         "model",
         "on_wire",
@@ -101,6 +102,7 @@ class CallSlot:
         self.streaming = False
         self.charged = False
         self.cost = _ZERO
+        self.last_input_tokens = 0
         self.retried: list[str] = []
 
     async def __aenter__(self) -> CallSlot:
@@ -207,6 +209,7 @@ class CallSlot:
         self.charged = True
         self.streaming = False
         self.cost = cost
+        self.last_input_tokens = usage.input_tokens
         return cost
 
     async def _take_rate(self) -> None:

@@ -53,6 +53,10 @@ class PromptEstimator:
         raw = raw_prompt_estimate(request)
         return raw, math.ceil(raw * self.factors.get(model, 1.0))
 
+    def estimate_raw(self, key: str, raw: int) -> int:
+        """Calibrate a raw estimate made elsewhere (e.g. from a request body's size)."""
+        return math.ceil(raw * self.factors.get(key, 1.0))
+
     def observe(self, model: str, raw: int, real_input_tokens: int) -> None:
         if raw <= 0 or real_input_tokens <= 0:
             return

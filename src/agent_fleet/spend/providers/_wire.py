@@ -40,6 +40,7 @@ __all__ = [
     "host_of",
     "make_client",
     "parse_duration",
+    "post",
     "signals_from_headers",
     "transport_error",
 ]
@@ -226,3 +227,38 @@ def transport_error(host: str, exc: httpx.HTTPError) -> ProviderUnreachable:
         err = ProviderUnreachable(f"cannot reach {host} ({type(exc).__name__})")
     err.sent = not not_sent  # type: ignore[attr-defined]
     return err
+
+
+async def post(
+    client: httpx.AsyncClient,
+    path: str,
+    payload: bytes,
+    *,
+    host: str,
+    model: str,
+    secret: str,
+    on_signals: SignalSink | None,
+    stream: bool = False,
+) -> httpx.Response:
+    """POST and map failures. With ``stream`` the body is left unread: the caller must ``aclose()`` it."""
+    try:
+        if stream:
+            response = await client.send(client.build_request("POST", path, content=payload), stream=True)
+        else:
+            response = await client.post(path, content=payload)
+    except httpx.HTTPError as exc:
+        raise transport_error(host, exc) from None
+    if on_signals is not None:
+        signals = signals_from_headers(response.headers)
+        if signals is not None:
+            on_signals(model, signals)
+    if response.status_code >= 400:
+        if stream:
+            try:
+                await response.aread()
+            except httpx.HTTPError as exc:
+                raise transport_error(host, exc) from None
+            finally:
+                await response.aclose()
+        raise error_from_response(host, response, scrub=secret)
+    return response

@@ -20,14 +20,7 @@ import httpx
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import Overloaded
-from agent_fleet.spend.providers._wire import (
-    SignalSink,
-    error_from_response,
-    host_of,
-    make_client,
-    signals_from_headers,
-    transport_error,
-)
+from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, post
 
 __all__ = [
     "AnthropicProvider",
@@ -283,21 +276,25 @@ class AnthropicProvider:
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
         payload = json.dumps(anthropic_body(request, model)).encode()
-        try:
-            response = await self._client.post("messages", content=payload)
-        except httpx.HTTPError as exc:
-            raise transport_error(self.host, exc) from None
-        if self.on_signals is not None:
-            signals = signals_from_headers(response.headers)
-            if signals is not None:
-                self.on_signals(model, signals)
-        if response.status_code >= 400:
-            raise error_from_response(self.host, response, scrub=self._key)
+        response = await self.send_raw(payload, model=model)
         try:
             data = json.loads(response.content)
         except ValueError:
             raise Overloaded(f"{self.host} sent a response that is not JSON", status=response.status_code) from None
         return anthropic_response(data, model)
+
+    async def send_raw(self, payload: bytes, *, model: str, stream: bool = False) -> httpx.Response:
+        """POST an already-encoded Messages body (the gateway service's pass-through)."""
+        return await post(
+            self._client,
+            "messages",
+            payload,
+            host=self.host,
+            model=model,
+            secret=self._key,
+            on_signals=self.on_signals,
+            stream=stream,
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()

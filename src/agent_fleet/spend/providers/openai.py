@@ -11,19 +11,19 @@ from typing import Any
 
 import httpx
 
-from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
+from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSpec
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import Overloaded
-from agent_fleet.spend.providers._wire import (
-    SignalSink,
-    error_from_response,
-    host_of,
-    make_client,
-    signals_from_headers,
-    transport_error,
-)
+from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, post
 
-__all__ = ["OpenAIProvider", "openai_body", "openai_response", "openai_usage"]
+__all__ = [
+    "OpenAIProvider",
+    "from_openai_request",
+    "openai_body",
+    "openai_response",
+    "openai_usage",
+    "to_openai_response",
+]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -70,6 +70,44 @@ def openai_response(data: dict[str, Any], model: str) -> ChatResponse:
     )
 
 
+def from_openai_request(body: dict[str, Any]) -> ChatRequest:
+    """A chat-completions request body as a neutral request (messages are already neutral)."""
+    tools = tuple(
+        ToolSpec(
+            name=str(fn.get("name")),
+            description=str(fn.get("description") or ""),
+            parameters=fn.get("parameters") or {"type": "object", "properties": {}},
+        )
+        for t in body.get("tools") or ()
+        if (fn := t.get("function") or {})
+    )
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 4096
+    return ChatRequest(
+        model=str(body.get("model") or ""),
+        messages=list(body.get("messages") or ()),
+        tools=tools,
+        max_tokens=int(max_tokens),
+        temperature=body.get("temperature"),
+    )
+
+
+def to_openai_response(response: ChatResponse, *, completion_id: str, created: int) -> dict[str, Any]:
+    u = response.usage
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": response.model,
+        "choices": [{"index": 0, "message": response.assistant_message(), "finish_reason": response.finish_reason}],
+        "usage": {
+            "prompt_tokens": u.input_tokens,
+            "completion_tokens": u.output_tokens,
+            "total_tokens": u.total_tokens,
+            "prompt_tokens_details": {"cached_tokens": u.cached_input_tokens},
+        },
+    }
+
+
 class OpenAIProvider:
     """An OpenAI-compatible ``/chat/completions`` endpoint."""
 
@@ -106,21 +144,25 @@ class OpenAIProvider:
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
         payload = json.dumps(openai_body(request, model, max_tokens_field=self._max_field)).encode()
-        try:
-            response = await self._client.post("chat/completions", content=payload)
-        except httpx.HTTPError as exc:
-            raise transport_error(self.host, exc) from None
-        if self.on_signals is not None:
-            signals = signals_from_headers(response.headers)
-            if signals is not None:
-                self.on_signals(model, signals)
-        if response.status_code >= 400:
-            raise error_from_response(self.host, response, scrub=self._key)
+        response = await self.send_raw(payload, model=model)
         try:
             data = json.loads(response.content)
         except ValueError:
             raise Overloaded(f"{self.host} sent a response that is not JSON", status=response.status_code) from None
         return openai_response(data, model)
+
+    async def send_raw(self, payload: bytes, *, model: str, stream: bool = False) -> httpx.Response:
+        """POST an already-encoded chat-completions body (the gateway service's pass-through)."""
+        return await post(
+            self._client,
+            "chat/completions",
+            payload,
+            host=self.host,
+            model=model,
+            secret=self._key,
+            on_signals=self.on_signals,
+            stream=stream,
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -1,0 +1,197 @@
+"""The gateway as an HTTP service, driven by the official OpenAI and Anthropic SDKs.
+
+Upstream is the simulated provider on loopback; the gateway holds the only provider key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from agent_fleet.spend.gateway import Gateway
+from agent_fleet.spend.providers import AnthropicProvider, OpenAIProvider
+from agent_fleet.spend.service import GatewayService, SessionTokens
+from agent_fleet.testing.sim_provider import SimConfig, SimProvider
+
+PROVIDER_KEY = "sk-provider-SECRET-7f3a9c"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "finish",
+            "description": "End the session",
+            "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}},
+        },
+    }
+]
+MESSAGES = [{"role": "system", "content": "You review code."}, {"role": "user", "content": "Task: say hello"}]
+
+
+class Stack:
+    def __init__(self, sim: SimProvider, service: GatewayService, calls: list[tuple[str, dict[str, Any]]]) -> None:
+        self.sim = sim
+        self.service = service
+        self.gateway = service.gateway
+        self.calls = calls
+        self.clients: list[Any] = []
+
+    def openai(self, session_id: str, *, key: str | None = None) -> openai.AsyncOpenAI:
+        token = key or self.service.issue(session_id)
+        client = openai.AsyncOpenAI(base_url=self.service.root_url + "/v1", api_key=token, max_retries=0)
+        self.clients.append(client)
+        return client
+
+    def anthropic(self, session_id: str) -> anthropic.AsyncAnthropic:
+        token = self.service.issue(session_id)
+        client = anthropic.AsyncAnthropic(base_url=self.service.root_url, api_key=token, max_retries=0)
+        self.clients.append(client)
+        return client
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[Stack]:
+    async with SimProvider(SimConfig()) as sim:
+        default = OpenAIProvider(api_key=PROVIDER_KEY, base_url=sim.base_url, model="gpt-4.1-mini")
+        claude = AnthropicProvider(api_key=PROVIDER_KEY, base_url=sim.base_url, model="claude-sonnet-4-5")
+        gateway = Gateway(default, routes={"claude-sonnet-4-5": claude}, session_tokens=20_000)
+        calls: list[tuple[str, dict[str, Any]]] = []
+
+        async def observe(session_id: str, outcome: dict[str, Any]) -> None:
+            calls.append((session_id, outcome))
+
+        service = GatewayService(gateway, tokens=SessionTokens(b"k" * 32), on_call=observe)
+        await service.start()
+        s = Stack(sim, service, calls)
+        try:
+            yield s
+        finally:
+            for client in s.clients:
+                await client.close()
+            await service.aclose()
+            await gateway.aclose()
+
+
+async def test_openai_sdk_plain_call_is_metered(stack: Stack) -> None:
+    client = stack.openai("s-1")
+    r = await client.chat.completions.create(model="whatever", messages=MESSAGES, tools=TOOLS, max_tokens=300)
+    assert r.model == "gpt-4.1-mini"  # not a routed name: the default provider's model
+    assert r.usage is not None and r.usage.prompt_tokens > 0
+    tally = stack.gateway.session_usage("s-1")
+    assert tally.calls == 1
+    assert tally.input_tokens == r.usage.prompt_tokens
+    assert tally.output_tokens == r.usage.completion_tokens
+    assert tally.cost_usd > 0
+    assert stack.calls[-1][0] == "s-1" and stack.calls[-1][1]["outcome"] == "ok"
+    assert stack.gateway.statistics().open_reservations == 0
+
+
+async def test_openai_sdk_stream_meters_usage_it_did_not_ask_for(stack: Stack) -> None:
+    client = stack.openai("s-2")
+    stream = await client.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES, max_tokens=200, stream=True)
+    chunks = [c async for c in stream]
+    assert chunks and all(c.choices for c in chunks)  # the usage-only chunk it did not ask for is dropped
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert text
+    tally = stack.gateway.session_usage("s-2")
+    assert tally.calls == 1 and tally.input_tokens > 0 and tally.output_tokens > 0
+    assert stack.gateway.statistics().open_reservations == 0
+
+
+async def test_openai_sdk_stream_with_usage(stack: Stack) -> None:
+    client = stack.openai("s-3")
+    stream = await client.chat.completions.create(
+        model="gpt-4.1-mini", messages=MESSAGES, max_tokens=200, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = [c async for c in stream]
+    usage = chunks[-1].usage
+    assert usage is not None
+    tally = stack.gateway.session_usage("s-3")
+    assert (tally.input_tokens, tally.output_tokens) == (usage.prompt_tokens, usage.completion_tokens)
+
+
+async def test_anthropic_sdk_passes_through_to_an_anthropic_route(stack: Stack) -> None:
+    client = stack.anthropic("s-4")
+    msg = await client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=300, system="You review code.", messages=[MESSAGES[1]]
+    )
+    assert msg.model == "claude-sonnet-4-5"
+    tally = stack.gateway.session_usage("s-4")
+    assert tally.input_tokens == msg.usage.input_tokens + (msg.usage.cache_read_input_tokens or 0)
+    async with client.messages.stream(model="claude-sonnet-4-5", max_tokens=300, messages=[MESSAGES[1]]) as stream:
+        final = await stream.get_final_message()
+    assert final.usage.output_tokens > 0
+    assert stack.gateway.session_usage("s-4").calls == 2
+    assert stack.gateway.meter.models["claude-sonnet-4-5"].calls == 2
+
+
+async def test_anthropic_sdk_translated_to_an_openai_provider(stack: Stack) -> None:
+    client = stack.anthropic("s-5")
+    tools = [{"name": "finish", "description": "End", "input_schema": {"type": "object", "properties": {}}}]
+    msg = await client.messages.create(model="claude-haiku-x", max_tokens=300, messages=[MESSAGES[1]], tools=tools)
+    assert msg.model == "gpt-4.1-mini"
+    assert msg.usage.input_tokens > 0
+    async with client.messages.stream(model="claude-haiku-x", max_tokens=300, messages=[MESSAGES[1]]) as stream:
+        final = await stream.get_final_message()
+    assert final.stop_reason in ("end_turn", "tool_use")
+    assert stack.gateway.session_usage("s-5").calls == 2
+
+
+async def test_bad_tokens_are_refused(stack: Stack) -> None:
+    forged = stack.openai("", key="fgw-czE.0000")
+    with pytest.raises(openai.AuthenticationError):
+        await forged.chat.completions.create(model="m", messages=MESSAGES)
+    provider_key = stack.openai("", key=PROVIDER_KEY)
+    with pytest.raises(openai.AuthenticationError):
+        await provider_key.chat.completions.create(model="m", messages=MESSAGES)
+    stack.service.tokens.revoke("s-6")
+    token = stack.service.tokens.issue("s-6")
+    assert stack.service.tokens.verify(token) == "s-6"
+    stack.service.tokens.revoke("s-6")
+    assert stack.service.tokens.verify(token) is None
+
+
+async def test_budget_stops_an_external_client_and_a_raise_resumes_it(stack: Stack) -> None:
+    client = stack.openai("s-7")
+    stack.gateway.set_session_budget("s-7", tokens=3_000)
+    await client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=1_000)
+    with pytest.raises(openai.APIStatusError) as info:
+        await client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=2_950)
+    assert info.value.status_code == 402
+    assert "budget" in str(info.value)
+    assert stack.calls[-1][1]["outcome"] == "budget_exhausted"
+    async with httpx.AsyncClient() as http:
+        headers = {"Authorization": f"Bearer {stack.service.admin_token}"}
+        r = await http.post(
+            stack.service.root_url + "/fleet/budget", json={"id": "s-7", "tokens": 50_000}, headers=headers
+        )
+        assert r.status_code == 200
+        stats = (await http.get(stack.service.root_url + "/fleet/stats", headers=headers)).json()
+        assert stats["open_reservations"] == 0
+        denied = await http.get(stack.service.root_url + "/fleet/stats")
+        assert denied.status_code == 401
+    await client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=2_950)
+    assert stack.gateway.session_usage("s-7").calls == 2
+
+
+async def test_provider_key_never_leaves_the_gateway(stack: Stack) -> None:
+    client = stack.openai("s-8")
+    await client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=100)
+    stack.gateway.set_session_budget("s-8", tokens=1)
+    with pytest.raises(openai.APIStatusError) as info:
+        await client.chat.completions.create(model="m", messages=MESSAGES)
+    texts = [
+        str(info.value),
+        repr(stack.gateway),
+        repr(stack.service),
+        json.dumps(stack.gateway.statistics().to_dict()),
+    ]
+    texts += [json.dumps(outcome) for _, outcome in stack.calls]
+    assert all(PROVIDER_KEY not in t for t in texts)
+    assert Decimal(stack.gateway.statistics().run["cost_usd"]) > 0
