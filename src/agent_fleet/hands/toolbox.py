@@ -1,0 +1,83 @@
+"""Per-partition hands: the minimal toolset a partition needs, assembled from the hands there are.
+
+Defaults by input kind: a directory partition gets the scoped file tools and, when a sandbox
+provider is configured, ``run_command`` in a lazily created sandbox; a list partition whose items
+are URLs gets ``fetch_url`` limited to those URLs. A partition whose plan names its tools
+(``Partition.tools``) gets exactly those: built-in tool names select the matching hands, and any
+other name is an MCP toolset (``server`` or ``server__tool``) served by the shared pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent_fleet.domain.ids import session_id_for
+from agent_fleet.domain.plan import InputKind, Partition
+from agent_fleet.errors import ConfigError
+from agent_fleet.hands.compose import CompositeHands
+from agent_fleet.hands.files import FILE_TOOL_SPECS, PartitionFiles
+from agent_fleet.hands.mcp_pool import McpPool
+from agent_fleet.hands.port import Hands
+from agent_fleet.hands.resources import ResourceSpec
+from agent_fleet.hands.sandbox import LazySandbox, SandboxProvider
+from agent_fleet.hands.shell import RUN_COMMAND, SandboxHands
+from agent_fleet.hands.web import FETCH_URL, EgressPolicy, WebHands, is_url
+
+__all__ = ["Toolbox"]
+
+_FILE_TOOLS = frozenset(s.name for s in FILE_TOOL_SPECS)
+_BUILTIN = _FILE_TOOLS | {RUN_COMMAND.name, FETCH_URL.name}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Toolbox:
+    """What the engine hands each session. ``hands_for`` fits ``Dispatcher(hands_for=...)``."""
+
+    run_id: str
+    input_root: Path | None = None
+    sandboxes: SandboxProvider | None = None
+    resources: ResourceSpec = field(default_factory=ResourceSpec)
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
+    mcp: McpPool | None = None
+    shell: bool = True  # offer run_command to directory partitions by default
+
+    def wanted(self, partition: Partition) -> frozenset[str]:
+        if partition.tools:
+            return frozenset(partition.tools)
+        names: set[str] = set()
+        if partition.kind is InputKind.DIRECTORY:
+            names |= _FILE_TOOLS
+            if self.shell and self.sandboxes is not None:
+                names.add(RUN_COMMAND.name)
+        elif partition.kind is InputKind.LIST and partition.items and all(is_url(i) for i in partition.items):
+            names.add(FETCH_URL.name)
+        return frozenset(names)
+
+    def hands_for(self, partition: Partition) -> Hands:
+        names = self.wanted(partition)
+        parts: list[Hands] = []
+        if names & _FILE_TOOLS:
+            if self.input_root is None or partition.kind is not InputKind.DIRECTORY:
+                raise ConfigError(f"partition {partition.id}: file tools need a directory input")
+            parts.append(PartitionFiles(self.input_root, partition.items))
+        if RUN_COMMAND.name in names:
+            if self.sandboxes is None:
+                raise ConfigError(f"partition {partition.id}: run_command needs a sandbox provider")
+            source = self.input_root if partition.kind is InputKind.DIRECTORY else None
+            lazy = LazySandbox(
+                self.sandboxes,
+                self.resources,
+                session_id=session_id_for(self.run_id, partition.index),
+                source=source,
+                items=partition.items if source is not None else (),
+            )
+            parts.append(SandboxHands(lazy))
+        if FETCH_URL.name in names:
+            parts.append(WebHands(partition.items, self.egress))
+        mcp_names = sorted(names - _BUILTIN)
+        if mcp_names:
+            if self.mcp is None:
+                raise ConfigError(f"partition {partition.id} asks for MCP tools {mcp_names}, but none are configured")
+            parts.append(self.mcp.toolset(mcp_names))
+        return CompositeHands(*parts)
