@@ -25,13 +25,16 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from agent_fleet.admission import AdmissionController, default_objects, load_kueue_yaml
+from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.aggregate import Aggregator, choose_embedder, write_outputs
 from agent_fleet.brain.harness import SessionOutcome
 from agent_fleet.brain.step import Limits
 from agent_fleet.clock import Clock, RealClock
+from agent_fleet.config import load_config
 from agent_fleet.decompose import decompose
 from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions, DispatchStats
-from agent_fleet.dispatch.slots import LocalSlots, SessionSlots
+from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState
 from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.plan import InputKind, Partition, Plan
@@ -160,9 +163,23 @@ class Engine:
         self.log = log
         self.gateway = gateway
         self.clock = clock or RealClock()
-        self._slots_for = slots_for or (lambda o: LocalSlots(o.agents))
+        self._slots_for = slots_for or self.default_slots
         self._live = _Live()
         self._closed = False
+
+    def default_slots(self, options: RunOptions) -> SessionSlots:
+        """Admission per fleet.yaml ``queues:``; without it one ClusterQueue whose ``pods`` quota is
+        the run's concurrency (its number of agents)."""
+        config = load_config(options.config_path)
+        if config.queues is not None:
+            source: Any = config.queues
+            if isinstance(source, str) and options.config_path and not os.path.isabs(source):
+                source = os.path.join(os.path.dirname(os.path.abspath(options.config_path)), source)
+            objects = load_kueue_yaml(source)
+        else:
+            objects = default_objects(options.agents)
+        controller = AdmissionController(objects, self.clock)
+        return AdmissionSlots(controller, queue=options.queue or "default", priority_class=options.priority)
 
     # -- phase 1: record the plan ---------------------------------------------------------------
     async def create_run(self, plan: Plan, options: RunOptions, *, run_id: str | None = None) -> str:
@@ -206,11 +223,12 @@ class Engine:
         by_sid = {session_id_for(run_id, p.index): p for p in plan.partitions}
         todo = [(sid, p) for sid, p in by_sid.items() if sid not in records or not records[sid].state.terminal]
         root = plan.input_path if plan.kind is InputKind.DIRECTORY else None
+        slots = self._slots_for(options)
         dispatcher = Dispatcher(
             log=self.log,
             gateway=self.gateway,
             hands_for=lambda p: self.hands_for(p, root),
-            slots=self._slots_for(options),
+            slots=slots,
             clock=self.clock,
             options=DispatchOptions(
                 session_timeout=options.timeout,
@@ -219,15 +237,21 @@ class Engine:
             ),
         )
         self._live.dispatcher = dispatcher
-        watcher = _BudgetWatcher(self, run_id)
+        watcher = _BudgetWatcher(self, run_id, slots)
         await watcher.apply_recorded()
+        stop = asyncio.Event()
         async with asyncio.TaskGroup() as tg:
+            drive = getattr(slots, "run", None)
+            if drive is not None:
+                tg.create_task(drive(stop))
             runs = [tg.create_task(dispatcher.run(todo))]
             poll = tg.create_task(watcher.poll_until(runs, dispatcher, by_sid, tg))
             # The watcher may add runs while we wait; no await between the check and the cancel.
             while pending := [t for t in runs if not t.done()]:
                 await asyncio.wait(pending)
             poll.cancel()
+            stop.set()
+        await watcher.store_snapshot()
         return dispatcher.stats
 
     def hands_for(self, partition: Partition, root: str | None) -> Hands:
@@ -324,10 +348,17 @@ class _BudgetWatcher:
 
     TICK = 0.5
 
-    def __init__(self, engine: Engine, run_id: str) -> None:
+    def __init__(self, engine: Engine, run_id: str, slots: SessionSlots) -> None:
         self._engine = engine
         self._run_id = run_id
+        self._slots = slots
         self._seen: dict[str, int] = {}
+
+    async def store_snapshot(self) -> None:
+        """Admission state for ``agent-fleet queues``."""
+        snapshot = getattr(self._slots, "snapshot", None)
+        if snapshot is not None:
+            await self._engine.log.put_snapshot("admission", {"run_id": self._run_id, **snapshot()})
 
     async def apply_recorded(self) -> None:
         """On start (and resume): every raise already in the log."""
@@ -365,6 +396,7 @@ class _BudgetWatcher:
     ) -> None:
         while True:
             await asyncio.sleep(self.TICK)
+            await self.store_snapshot()
             paused = [
                 r.session_id
                 for r in await self._engine.log.list_sessions(self._run_id)
@@ -419,6 +451,7 @@ async def open_engine(
     env: Mapping[str, str] | None = None,
     clock: Clock | None = None,
     check: bool = True,
+    slots: SessionSlots | None = None,
 ) -> AsyncIterator[Engine]:
     """Open the store, build the provider and the gateway; shut everything down on exit."""
     log = open_store(resolve_store_url(store_url))
@@ -449,7 +482,7 @@ async def open_engine(
     except BaseException:
         await log.close()
         raise
-    engine = Engine(log=log, gateway=gateway, clock=clock)
+    engine = Engine(log=log, gateway=gateway, clock=clock, slots_for=(lambda _o: slots) if slots else None)
     try:
         yield engine
     finally:
@@ -478,6 +511,7 @@ async def deploy(
     api_key: str | None = None,
     env: Mapping[str, str] | None = None,
     on_start: Callable[[str, Engine], None] | None = None,
+    slots: SessionSlots | None = None,
 ) -> RunReport:
     """Decompose → dispatch → aggregate, end to end. ``on_start(run_id, engine)`` is called once the
     run is recorded (progress displays use ``engine.stats()``)."""
@@ -487,7 +521,9 @@ async def deploy(
     run_id = new_run_id()
     if options.out_dir is None:
         options = replace(options, out_dir=str(Path.cwd() / ".fleet" / "runs" / run_id))
-    async with open_engine(options, run_id=run_id, store_url=store_url, api_key=api_key, env=env) as engine:
+    async with open_engine(
+        options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots
+    ) as engine:
         await engine.create_run(plan, options, run_id=run_id)
         if on_start is not None:
             on_start(run_id, engine)
@@ -502,12 +538,15 @@ async def resume(
     api_key: str | None = None,
     env: Mapping[str, str] | None = None,
     on_start: Callable[[str, Engine], None] | None = None,
+    slots: SessionSlots | None = None,
 ) -> RunReport:
     """Continue an interrupted, crashed or budget-paused run from its log."""
     log = open_store(resolve_store_url(store_url))
     async with log:
         options, plan = await load_run(log, run_id)
-    async with open_engine(options, run_id=run_id, store_url=store_url, api_key=api_key, env=env) as engine:
+    async with open_engine(
+        options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots
+    ) as engine:
         await engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner()})
         if on_start is not None:
             on_start(run_id, engine)
