@@ -1,9 +1,10 @@
 """Deterministic code-review detectors the simulated agent runs over the files it has read.
 
 Each rule is a line-level pattern with a fixed title, so the same mistake in two files yields findings
-with the same title and *near*-identical bodies (the body names the file, line and code, with a
-wording picked by a stable hash); some wordings carry no file detail at all, so exact duplicates occur
-too. All patterns are compiled once at import and results are cached per ``(path, text)``.
+with the same title and similar bodies, the wording picked by a stable hash of rule, file and line: a
+wording that names the file, line and offending construct; a general explanation with only the location
+appended (near-duplicates across files); or the general explanation alone (exact duplicates). All
+patterns are compiled once at import and results are cached per ``(path, text)``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ __all__ = ["RULES", "Finding", "Rule", "detect", "detect_many"]
 
 # A file contributes at most this many findings, so one generated file cannot flood a partition.
 _MAX_FINDINGS_PER_FILE = 30
-_SNIPPET_CHARS = 80
+_SNIPPET_CHARS = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,15 @@ class Rule:
     templates: tuple[str, ...]
     applies: Callable[[_FileInfo], bool] = lambda info: True
     skip_comments: bool = True
+    # The part of the line quoted as ``{code}``: the construct itself, not the whole line, so the same
+    # mistake in two files reads alike (``pattern``'s match when unset).
+    key: re.Pattern[str] | None = None
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The templates, plus each detail-free one with the location appended (a near-duplicate wording)."""
+        located = tuple(t + " Seen in {path} at line {line}." for t in self.templates if "{" not in t)
+        return self.templates + located
 
 
 def _library_only(info: _FileInfo) -> bool:
@@ -130,6 +140,7 @@ RULES: tuple[Rule, ...] = (
             "{path}:{line} passes data to eval/exec (`{code}`), which executes arbitrary code; parse "
             "the value instead (e.g. ast.literal_eval or json).",
         ),
+        key=re.compile(r"(?<![\w.])(?:eval|exec)\s*\([^)]{0,30}\)?"),
     ),
     Rule(
         id="mutable-default",
@@ -146,6 +157,7 @@ RULES: tuple[Rule, ...] = (
             "Mutable default arguments are created once and shared by every call; default to None and "
             "create the object inside the function.",
         ),
+        key=re.compile(r"\w+\s*(?::[^=,()]+)?=\s*(?:\[\]|\{\}|list\(\)|dict\(\)|set\(\))"),
     ),
     Rule(
         id="eq-none",
@@ -157,6 +169,7 @@ RULES: tuple[Rule, ...] = (
             "In {path} at line {line}, `{code}` compares to None with ==/!=; use `is None` / `is not None`.",
             "Comparing to None with == calls __eq__ and can be fooled by custom types; use `is None`.",
         ),
+        key=re.compile(r"[\w\]\)\.\"']+\s*[=!]=\s*None"),
     ),
     Rule(
         id="hardcoded-secret",
@@ -203,6 +216,7 @@ RULES: tuple[Rule, ...] = (
             "in optimised runs.",
         ),
         applies=_not_tests,
+        key=re.compile(r"assert\b[^,]{0,40}"),
     ),
     Rule(
         id="print-debug",
@@ -215,6 +229,7 @@ RULES: tuple[Rule, ...] = (
             "Library code writes debugging output with print(); use a logger so callers can control it.",
         ),
         applies=_library_only,
+        key=re.compile(r"print\([^)]{0,30}\)?"),
     ),
     Rule(
         id="wildcard-import",
@@ -238,6 +253,7 @@ RULES: tuple[Rule, ...] = (
             "shell syntax can inject commands.",
             "{path}:{line} starts a shell (`{code}`); pass an argument list without shell=True instead.",
         ),
+        key=re.compile(r"shell\s*=\s*True|os\.system\("),
     ),
     Rule(
         id="open-without-with",
@@ -250,6 +266,7 @@ RULES: tuple[Rule, ...] = (
             "exception is raised.",
             "{path}:{line} calls open() outside a with-block (`{code}`); the file may never be closed.",
         ),
+        key=re.compile(r"(?<![\w.])open\([^)]{0,30}\)?"),
     ),
     Rule(
         id="pickle-load",
@@ -261,6 +278,7 @@ RULES: tuple[Rule, ...] = (
             "In {path} at line {line}, `{code}` unpickles data; a crafted pickle runs arbitrary code.",
             "{path}:{line} loads a pickle (`{code}`); use JSON for data that crosses a trust boundary.",
         ),
+        key=re.compile(r"\bpickle\.loads?\([^)]{0,30}\)?"),
     ),
     Rule(
         id="yaml-load",
@@ -272,6 +290,7 @@ RULES: tuple[Rule, ...] = (
             "In {path} at line {line}, `{code}` can construct arbitrary Python objects; use yaml.safe_load.",
             "yaml.load without SafeLoader can build arbitrary objects from the document; use yaml.safe_load.",
         ),
+        key=re.compile(r"\byaml\.load\([^)]{0,30}\)?"),
     ),
     Rule(
         id="tls-verify-off",
@@ -294,6 +313,7 @@ RULES: tuple[Rule, ...] = (
             "In {path} at line {line}, `{code}` uses MD5/SHA-1, which are broken for security purposes.",
             "MD5 and SHA-1 are unsuitable for passwords or signatures; use hashlib.sha256 or a password hash.",
         ),
+        key=re.compile(r"\bhashlib\.(?:md5|sha1)\([^)]{0,30}\)?"),
     ),
 )
 
@@ -303,6 +323,7 @@ _SLEEP_RULE = Rule(
     category="performance",
     confidence=0.6,
     pattern=re.compile(r"\btime\.sleep\(|(?<![\w.])sleep\("),
+    key=re.compile(r"(?:time\.)?sleep\([^)]{0,20}\)?"),
     templates=(
         "In {path} at line {line}, `{code}` sleeps inside a loop, blocking the worker on every iteration.",
         "{path}:{line} polls with a fixed sleep in a loop (`{code}`); use backoff or an event instead.",
@@ -330,11 +351,12 @@ def _stable(*parts: object) -> int:
 
 
 def _make(rule: Rule, info: _FileInfo, lineno: int, raw: str) -> Finding:
-    code = raw.strip()
+    m = (rule.key or rule.pattern).search(raw)
+    code = (m.group(0) if m else raw).strip()
     if len(code) > _SNIPPET_CHARS:
         code = code[: _SNIPPET_CHARS - 1] + "…"
     h = _stable(rule.id, info.path, lineno)
-    template = rule.templates[h % len(rule.templates)]
+    template = rule.variants[h % len(rule.variants)]
     name = ""
     if "{name}" in template:
         m = _NAME_CAPTURE.search(raw)
