@@ -13,6 +13,14 @@ in the same transaction as the events, so ranges never overlap and an aborted ba
 gap. Rows are locked in session-id order, so concurrent writers cannot deadlock. The primary
 key on ``(session_id, seq)`` backs all of this up.
 
+Every batch rewrites one projection row per session it touches; the table keeps half of each
+page free (``fillfactor = 50``) so those updates stay HOT (no index writes, in-page pruning),
+which measured ~1.3x faster under 1,000 busy sessions.
+
+One writer per process: spreading sessions over several writer connections ("lanes") was
+measured no faster on a 2-core host, where the server is the bottleneck; scale-out processes
+already write in parallel.
+
 Events go in with ``COPY`` (``copy_records_to_table``): measured ~1.6x faster than
 ``executemany`` for 2,000-event batches and no slower for 10-event ones. ``data`` is ``jsonb``.
 A NULL ``state`` in the projection means the stream has not moved since it was created.
@@ -358,7 +366,7 @@ class _Statements:
                 created_at double precision NOT NULL,
                 updated_at double precision NOT NULL,
                 info jsonb NOT NULL
-            );
+            ) WITH (fillfactor = 50);
             CREATE INDEX IF NOT EXISTS fleet_sessions_by_run ON {q}fleet_sessions (run_id, session_id);
             CREATE INDEX IF NOT EXISTS fleet_sessions_by_kind ON {q}fleet_sessions (kind, created_at);
             CREATE TABLE IF NOT EXISTS {q}fleet_events (

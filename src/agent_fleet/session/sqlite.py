@@ -17,12 +17,9 @@ IMMEDIATE`` transaction, and only then resolves the futures (one hop to the even
 batch). While a batch commits the next one accumulates, so batches grow with load and no
 timer is needed. Reads use a second connection; WAL readers never block the writer.
 
-Checkpoints. Copying the WAL back into the database (and its ``fsync``) would otherwise run
-inside the writer's ``COMMIT`` every ~1,000 pages and stall every emitter; measured, it was
-over half of the commit time. The writer turns automatic checkpoints off and a third thread
-runs ``PRAGMA wal_checkpoint(PASSIVE)`` once the WAL outgrows :data:`_CHECKPOINT_BYTES`: a
-passive checkpoint never blocks the writer, and SQLite rewinds the WAL by itself once it has
-been copied. Checkpoints only move committed data, so they change nothing about durability.
+Checkpoints stay SQLite's own (in the writer, every ~1,000 WAL pages). Moving them to a
+background thread was measured: no faster on a 2-core host, and a checkpoint running beside a
+busy writer never catches up with it, so the WAL is never rewound and grew past 700 MB.
 
 Other processes. Another process may open the same file and append (``agent-fleet budget
 raise`` while a run is live): the writer keeps each session's last ``seq`` in a cache, but
@@ -109,8 +106,11 @@ _SELECT_EVENTS = (
     "SELECT session_id, seq, type, time, data FROM fleet_events WHERE session_id = ? AND seq > ? ORDER BY seq"
 )
 
+# Measured with 1,000 sessions appending at once: 32 KiB pages write ~2x faster than 4 KiB ones
+# (fewer WAL frames and B-tree pages per batch, and the ~1,000-page automatic checkpoint comes
+# 8x less often), while waking a session stays well under a millisecond.
+_PAGE_SIZE = 32768
 _LOOKUP_CHUNK = 500  # bound on host parameters per IN (...) lookup
-_CHECKPOINT_BYTES = 32 << 20  # WAL size that triggers a background checkpoint (bounds the WAL file)
 _SEQ_CACHE_LIMIT = 200_000  # sessions whose last seq the writer remembers
 
 
@@ -150,8 +150,6 @@ class SqliteSessionLog:
         self._closing = False
         self._writer: threading.Thread | None = None
         self._writer_done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._checkpoint_due = threading.Event()
-        self._checkpoint_stop = False
         # Owned by the writer thread only.
         self._last_seq: dict[str, int] = {}
         self._data_version = -1
@@ -185,7 +183,7 @@ class SqliteSessionLog:
         self._writer.start()
         try:
             await asyncio.wrap_future(ready)
-            self._reader = await asyncio.to_thread(self._connect, "reader")
+            self._reader = await asyncio.to_thread(self._connect, True)
         except BaseException:
             self._closing = True
             self._wake.set()
@@ -255,53 +253,26 @@ class SqliteSessionLog:
     # -- the writer thread ---------------------------------------------------------------------
 
     def _writer_main(self, ready: concurrent.futures.Future[None]) -> None:
-        checkpointer: threading.Thread | None = None
         try:
             try:
-                conn = self._connect("writer")
+                conn = self._connect(False)
                 self._create_schema(conn)
             except BaseException as exc:
                 ready.set_exception(exc)
                 return
             ready.set_result(None)
-            checkpointer = threading.Thread(target=self._checkpointer_main, name="session-log-checkpoint", daemon=True)
-            checkpointer.start()
             try:
                 while True:
                     self._wake.wait()
                     self._wake.clear()
                     while self._write_pending(conn):
-                        self._checkpoint_due.set()
+                        pass
                     if self._closing and not self._appends and not self._snapshots:
                         return
             finally:
                 conn.close()
         finally:
-            if checkpointer is not None:
-                self._checkpoint_stop = True
-                self._checkpoint_due.set()
-                checkpointer.join()
             self._writer_done.set_result(None)
-
-    def _checkpointer_main(self) -> None:
-        wal = Path(f"{self.path}-wal")
-        try:
-            conn = self._connect("checkpointer")
-        except StoreError:
-            return  # the writer's connection works, so this is not expected; SQLite's own checkpoints remain
-        try:
-            while True:
-                self._checkpoint_due.wait()
-                self._checkpoint_due.clear()
-                if self._checkpoint_stop:
-                    return
-                try:
-                    if wal.stat().st_size >= _CHECKPOINT_BYTES:
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except (OSError, sqlite3.Error):
-                    pass  # a later attempt catches up; appends do not depend on checkpoints
-        finally:
-            conn.close()
 
     def _write_pending(self, conn: sqlite3.Connection) -> bool:
         """Commit one batch from the queues; False when they were empty."""
@@ -400,25 +371,25 @@ class SqliteSessionLog:
 
     # -- connections ---------------------------------------------------------------------------
 
-    def _connect(self, role: str) -> sqlite3.Connection:
+    def _connect(self, reader: bool) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
                 self.path,
                 timeout=self._busy_timeout_s,
                 isolation_level=None,
-                check_same_thread=role != "reader",
+                check_same_thread=not reader,
             )
         except sqlite3.Error as exc:
             raise StoreUnreachable(f"cannot open session store {self.path}: {exc}") from None
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-            if role == "reader":
+            if reader:
                 conn.execute("PRAGMA query_only = 1")
             else:
+                # Takes effect only on a new, empty file (before WAL mode is set); see _PAGE_SIZE.
+                conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute(f"PRAGMA synchronous = {_SYNC_MODES[self.sync]}")
-                if role == "writer":
-                    conn.execute("PRAGMA wal_autocheckpoint = 0")
             conn.execute("PRAGMA cache_size = -32000")
         except sqlite3.Error as exc:
             conn.close()
