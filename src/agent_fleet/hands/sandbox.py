@@ -323,9 +323,11 @@ class LocalSandbox:
                 for task in pending:
                     task.cancel()
         finally:
-            _kill_group(pgid)
+            # On the normal path the group was killed right after its leader exited; killing an
+            # id again later could hit a recycled process group, so only the abnormal path does.
             self._live_groups.discard(pgid)
             if proc.returncode is None:
+                _kill_group(pgid)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
