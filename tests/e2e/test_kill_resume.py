@@ -1,0 +1,134 @@
+"""kill -9 at random points of a 200-session run, then resume — five times in a row.
+
+The final results must equal an uninterrupted run's: no partition's result lost or recorded
+twice, and the token figures the same (what was spent before each crash still counts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_fleet.domain.events import EventType
+from agent_fleet.session import open_store
+from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
+
+from .conftest import Cli, write_lines
+
+
+@pytest.fixture(scope="module")
+def slow_url() -> Iterator[str]:
+    """Half a second a call: a 200-session run lasts long enough to be killed five times."""
+    with sim_provider_process(SimConfig(latency=LogNormalLatency(median=0.5, sigma=0.2), seed=5)) as url:
+        yield url
+
+
+@pytest.fixture
+def slow_cli(tmp_path: Path, slow_url: str) -> Cli:
+    return Cli(cwd=tmp_path, base_url=slow_url, store=f"sqlite:///{tmp_path / 'fleet.db'}")
+
+
+def _results(summary: dict[str, Any]) -> list[tuple[Any, ...]]:
+    out = Path(summary["out_dir"]) / "results.jsonl"
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    return sorted((r["partition_id"], r["title"], r["body"], r["location"], len(r["duplicates"])) for r in rows)
+
+
+async def _raw_per_partition(store: str, run_id: str) -> dict[str, list[str]]:
+    async with open_store(store) as log:
+        events = await log.events_of_run(run_id, [EventType.RESULT_ITEM])
+    by_part: dict[str, list[str]] = {}
+    for e in events:
+        by_part.setdefault(e.data["partition_id"], []).append(e.data["body"])
+    return by_part
+
+
+async def _crash_five_times(
+    cli: Cli, tmp_path: Path, args: tuple[str, ...], seed: int, *, at_least: int = 5
+) -> tuple[int, dict[str, Any], str]:
+    """Deploy, kill -9 at a random moment, resume, kill again … five kills, then resume to the end."""
+    crash_store = f"sqlite:///{tmp_path / 'crash.db'}"
+    rng = random.Random(seed)
+    run_id = None
+    kills = 0
+    proc = cli.popen("deploy", *args, "--out", str(tmp_path / "crashed"), "--json", FLEET_STORE=crash_store)
+    while True:
+        await asyncio.sleep(rng.uniform(1.0, 2.2))
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        if run_id is None:
+            code, runs = cli.json("status", FLEET_STORE=crash_store)
+            if not runs["runs"]:  # killed before the run was recorded: nothing to resume, deploy again
+                proc = cli.popen("deploy", *args, "--out", str(tmp_path / "crashed"), "--json", FLEET_STORE=crash_store)
+                continue
+            run_id = runs["runs"][0]["run_id"]
+            assert runs["runs"][0]["status"] == "interrupted"
+        if kills == 5:
+            break
+        proc = cli.popen("resume", run_id, "--json", FLEET_STORE=crash_store)
+    assert kills >= at_least, f"the run finished after {kills} kills: make it longer"
+    assert run_id is not None
+    code, final = cli.json("resume", run_id, FLEET_STORE=crash_store)
+    return code, final, crash_store
+
+
+async def test_kill9_five_times_then_resume_equals_uninterrupted(slow_cli: Cli, tmp_path: Path) -> None:
+    cli = slow_cli
+    src = write_lines(tmp_path / "urls.txt", 2000)
+    args = ("--task", "Summarise each page", "--input", str(src), "--agents", "200", "--embedder", "lexical")
+
+    code, clean = cli.json("deploy", *args, "--out", str(tmp_path / "clean"))
+    assert code == 0 and clean["status"] == "completed"
+    code, final, crash_store = await _crash_five_times(cli, tmp_path, args, seed=20261130)
+
+    assert code == 0, final
+    assert final["status"] == "completed"
+
+    # nothing lost, nothing twice
+    assert final["results_raw"] == clean["results_raw"] == 2000
+    assert final["results_unique"] == clean["results_unique"]
+    assert _results(final) == _results(clean)
+    raw = await _raw_per_partition(crash_store, final["run_id"])
+    raw_clean = await _raw_per_partition(cli.store, clean["run_id"])
+    assert len(raw) == 200 and {k: sorted(v) for k, v in raw.items()} == {k: sorted(v) for k, v in raw_clean.items()}
+    # every answered call counted once; calls lost in a crash were re-sent and counted once
+    assert final["llm_calls"] == clean["llm_calls"]
+    assert final["tokens"]["total"] == clean["tokens"]["total"]
+
+
+async def test_spend_before_each_crash_still_counts_against_the_budget(slow_cli: Cli, tmp_path: Path) -> None:
+    """A budget that lets every session make its first call and refuses its second (worst case of
+    the second = spent + prompt + max_tokens > 5,000). A resumed session that forgot what it had
+    spent before the crash would be let through and finish: the crashed run would then differ."""
+    src = write_lines(tmp_path / "urls.txt", 1000)
+    args = ("--task", "Summarise each page", "--input", str(src), "--agents", "200", "--embedder", "lexical")
+    budget = ("--budget-tokens", "5000")
+    cli = slow_cli
+
+    code, clean = cli.json("deploy", *args, *budget, "--out", str(tmp_path / "clean"))
+    assert code == 3 and clean["status"] == "paused"
+    assert clean["sessions"]["paused"] == 200 and clean["llm_calls"] == 200
+    code, final, crash_store = await _crash_five_times(cli, tmp_path, (*args, *budget), seed=7, at_least=2)
+    assert code == 3, final
+    assert final["sessions"] == clean["sessions"]
+    assert final["llm_calls"] == clean["llm_calls"]
+    assert final["tokens"]["total"] == clean["tokens"]["total"]
+    assert _results(final) == _results(clean)
+    async with open_store(crash_store) as log:
+        for rec in await log.list_sessions(final["run_id"]):
+            spent = sum(
+                e.data["response"]["usage"]["input_tokens"] + e.data["response"]["usage"]["output_tokens"]
+                for e in await log.get_events(rec.session_id)
+                if e.type == EventType.MODEL_RESPONSE
+            )
+            assert spent <= 5000
