@@ -1,9 +1,76 @@
-"""Commands of this group are registered by :func:`register`."""
+"""``agent-fleet budget raise RUN_ID|SESSION_ID (--tokens N | --usd X) [--store URL]``.
+
+Appends a ``budget_raised`` event ``{tokens?, usd?}`` to the run's or the session's stream. The new
+values are the new caps. A live run polls its log for these events and applies them to its gateway
+(``agent_fleet.spend.gateway.apply_budget_event``); ``resume`` reads them from the log.
+"""
 
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
 import typer
+
+from agent_fleet.cli.common import STORE_OPTION, print_json, run_async
+from agent_fleet.domain.events import EventType
+from agent_fleet.errors import SessionNotFound, UsageError
+from agent_fleet.session.store import open_store, resolve_store_url
+
+__all__ = ["budget_event_data", "register"]
+
+budget_app = typer.Typer(
+    help="Budgets: raise a run's or a session's cap; paused sessions resume.", no_args_is_help=True
+)
+
+
+def budget_event_data(tokens: int | None, usd: str | None) -> dict[str, Any]:
+    """The event data for a raise, checked: a whole number of tokens ≥ 1, dollars > 0."""
+    if tokens is None and usd is None:
+        raise UsageError("give --tokens N or --usd X")
+    data: dict[str, Any] = {}
+    if tokens is not None:
+        if tokens < 1:
+            raise UsageError(f"--tokens must be at least 1, not {tokens}")
+        data["tokens"] = tokens
+    if usd is not None:
+        try:
+            value = Decimal(usd.strip().lstrip("$"))
+        except InvalidOperation:
+            raise UsageError(f"--usd must be a number of dollars, not {usd!r}") from None
+        if not value.is_finite() or value <= 0:
+            raise UsageError(f"--usd must be more than 0, not {usd}")
+        data["usd"] = str(value)  # dollars stay exact: Decimal text, never a float
+    return data
+
+
+@budget_app.command("raise")
+def raise_cmd(
+    target: str = typer.Argument(..., metavar="RUN_ID|SESSION_ID", help="The run or the agent session."),
+    tokens: int | None = typer.Option(None, "--tokens", help="New token cap (per session; for a run: every session)."),
+    usd: str | None = typer.Option(None, "--usd", help="New dollar cap (list prices); for a run, its fleet cap."),
+    store: str | None = STORE_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print the appended event as JSON."),
+) -> None:
+    """Raise a budget; paused sessions resume."""
+
+    async def go() -> dict[str, Any]:
+        data = budget_event_data(tokens, usd)
+        async with open_store(resolve_store_url(store)) as log:
+            record = await log.get_session(target)
+            if record is None:
+                raise SessionNotFound(f"no run or session {target!r} in this store")
+            event = await log.emit_event(target, EventType.BUDGET_RAISED, data)
+            return {**event.to_dict(), "kind": record.kind}
+
+    event = run_async(go())
+    if as_json:
+        print_json(event)
+        return
+    caps = ", ".join(f"{k} {v}" for k, v in event["data"].items())
+    typer.echo(f"{event['kind']} {target}: budget raised ({caps}); paused sessions resume")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
+    app.add_typer(budget_app, name="budget")

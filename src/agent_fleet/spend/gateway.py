@@ -94,6 +94,7 @@ class Gateway:
         provider: ModelProvider,
         *,
         routes: Mapping[str, ModelProvider] | None = None,
+        aliases: Mapping[str, str] | None = None,
         clock: Clock | None = None,
         concurrency: int = 50,
         adaptive: AdaptiveConfig | bool = True,
@@ -113,6 +114,7 @@ class Gateway:
     ) -> None:
         self.provider = provider
         self.routes: dict[str, ModelProvider] = dict(routes or {})
+        self.aliases: dict[str, str] = dict(aliases or {})  # fleet.yaml model name -> provider model id
         self.clock: Clock = clock or RealClock()
         self.run_id = run_id
         self.prices = prices or PriceTable()
@@ -248,7 +250,9 @@ class Gateway:
 
     async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
         provider = self.provider_for(request.model)
-        model = request.model or getattr(provider, "model", "")
+        model = self.aliases.get(request.model, request.model) or getattr(provider, "model", "")
+        if model != request.model:
+            request = replace(request, model=model)
         raw, prompt = self.estimate_prompt(model, request)
         async with self.slot(
             session_id, model=model, prompt_tokens=prompt, max_tokens=request.max_tokens, provider=provider

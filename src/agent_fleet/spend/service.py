@@ -196,7 +196,7 @@ class GatewayService:
     def _route(self, requested: str) -> tuple[ModelProvider, str]:
         gw = self.gateway
         if requested and requested in gw.routes:
-            return gw.routes[requested], requested
+            return gw.routes[requested], gw.aliases.get(requested, requested)
         return gw.provider, str(getattr(gw.provider, "model", requested))
 
     async def _handle(self, request: web.Request, fmt: str) -> web.StreamResponse:
