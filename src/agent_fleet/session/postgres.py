@@ -315,7 +315,7 @@ class PostgresSessionLog:
         return WakeState(_record(row), tuple(_events(rows)))
 
     async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
-        return await self._fetch_records(self._sql.list_runs, limit)
+        return await self._fetch_records(self._sql.list_runs, max(0, limit))
 
     async def list_sessions(self, run_id: str) -> list[SessionRecord]:
         return await self._fetch_records(self._sql.list_sessions, run_id)

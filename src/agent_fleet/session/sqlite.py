@@ -473,7 +473,7 @@ class SqliteSessionLog:
             f"SELECT {_SESSION_COLUMNS} FROM fleet_sessions WHERE kind = 'run' "
             "ORDER BY created_at DESC, session_id DESC LIMIT ?"
         )
-        return await self._read(lambda conn: [_record(row) for row in conn.execute(sql, (limit,))])
+        return await self._read(lambda conn: [_record(row) for row in conn.execute(sql, (max(0, limit),))])
 
     async def list_sessions(self, run_id: str) -> list[SessionRecord]:
         sql = f"SELECT {_SESSION_COLUMNS} FROM fleet_sessions WHERE run_id = ? ORDER BY session_id"

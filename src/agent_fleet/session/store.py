@@ -26,7 +26,12 @@ from agent_fleet.session._codec import redact_url
 from agent_fleet.session.sqlite import SqliteSessionLog
 
 if TYPE_CHECKING:
+    from agent_fleet.session.port import SessionLog
     from agent_fleet.session.postgres import PostgresSessionLog
+
+    def _both_backends_are_session_logs(a: SqliteSessionLog, b: PostgresSessionLog) -> tuple[SessionLog, SessionLog]:
+        return a, b  # mypy checks both classes against the port here
+
 
 __all__ = ["DEFAULT_STORE_URL", "STORE_ENV", "open_store", "resolve_store_url"]
 
