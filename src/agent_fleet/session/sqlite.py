@@ -80,20 +80,27 @@ CREATE TABLE IF NOT EXISTS fleet_sessions (
     state TEXT,
     last_seq INTEGER NOT NULL,
     created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    info TEXT NOT NULL
+    updated_at REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS fleet_sessions_by_run ON fleet_sessions (run_id, session_id);
 CREATE INDEX IF NOT EXISTS fleet_sessions_by_kind ON fleet_sessions (kind, created_at);
+CREATE TABLE IF NOT EXISTS fleet_session_info (session_id TEXT PRIMARY KEY, info TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fleet_snapshots (key TEXT PRIMARY KEY, data TEXT NOT NULL, updated_at REAL NOT NULL);
 """
 # Events are a rowid table (appends land at the end of the B-tree) with a (session_id, seq)
 # index: measured ~2x faster to insert than a WITHOUT ROWID table keyed by (session_id, seq),
 # and large model responses do not bloat the key B-tree.
+# The projection row is rewritten by every batch that touches its session, so it stays small:
+# the creating event's data (``info``, possibly large) lives in its own table, written once.
 
-_SESSION_COLUMNS = "session_id, kind, run_id, state, last_seq, created_at, updated_at, info"
+_SESSION_COLUMNS = "s.session_id, s.kind, s.run_id, s.state, s.last_seq, s.created_at, s.updated_at, i.info"
+_SESSIONS = "fleet_sessions s LEFT JOIN fleet_session_info i ON i.session_id = s.session_id"
 _INSERT_EVENT = "INSERT INTO fleet_events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)"
-_INSERT_SESSION = f"INSERT INTO fleet_sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_SESSION = (
+    "INSERT INTO fleet_sessions (session_id, kind, run_id, state, last_seq, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_INFO = "INSERT INTO fleet_session_info (session_id, info) VALUES (?, ?)"
 _UPDATE_SESSION = (
     "UPDATE fleet_sessions SET last_seq = ?, updated_at = ?, state = coalesce(?, state) WHERE session_id = ?"
 )
@@ -101,7 +108,7 @@ _PUT_SNAPSHOT = (
     "INSERT INTO fleet_snapshots (key, data, updated_at) VALUES (?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
 )
-_SELECT_SESSION = f"SELECT {_SESSION_COLUMNS} FROM fleet_sessions WHERE session_id = ?"
+_SELECT_SESSION = f"SELECT {_SESSION_COLUMNS} FROM {_SESSIONS} WHERE s.session_id = ?"
 _SELECT_EVENTS = (
     "SELECT session_id, seq, type, time, data FROM fleet_events WHERE session_id = ? AND seq > ? ORDER BY seq"
 )
@@ -342,15 +349,14 @@ class SqliteSessionLog:
             for sid, delta in deltas.items():
                 last = base[sid] + delta.count
                 if base[sid] == 0:
-                    inserts.append(
-                        (sid, delta.kind, delta.run_id, delta.created_state, last, now, now, delta.first_text)
-                    )
+                    inserts.append((sid, delta.kind, delta.run_id, delta.created_state, last, now, now))
                 else:
                     updates.append((last, now, delta.state, sid))
             rows, acks = assign(appends, base, now)
             conn.executemany(_INSERT_EVENT, rows)
             if inserts:
                 conn.executemany(_INSERT_SESSION, inserts)
+                conn.executemany(_INSERT_INFO, [(row[0], deltas[row[0]].first_text) for row in inserts])
             if updates:
                 conn.executemany(_UPDATE_SESSION, updates)
             if snapshots:
@@ -470,13 +476,13 @@ class SqliteSessionLog:
 
     async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
         sql = (
-            f"SELECT {_SESSION_COLUMNS} FROM fleet_sessions WHERE kind = 'run' "
-            "ORDER BY created_at DESC, session_id DESC LIMIT ?"
+            f"SELECT {_SESSION_COLUMNS} FROM {_SESSIONS} WHERE s.kind = 'run' "
+            "ORDER BY s.created_at DESC, s.session_id DESC LIMIT ?"
         )
         return await self._read(lambda conn: [_record(row) for row in conn.execute(sql, (max(0, limit),))])
 
     async def list_sessions(self, run_id: str) -> list[SessionRecord]:
-        sql = f"SELECT {_SESSION_COLUMNS} FROM fleet_sessions WHERE run_id = ? ORDER BY session_id"
+        sql = f"SELECT {_SESSION_COLUMNS} FROM {_SESSIONS} WHERE s.run_id = ? ORDER BY s.session_id"
         return await self._read(lambda conn: [_record(row) for row in conn.execute(sql, (run_id,))])
 
     async def events_of_run(self, run_id: str, types: Sequence[str] | None = None) -> list[Event]:
