@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent_fleet.domain.events import EventType
 from agent_fleet.session import SessionLog, open_store
@@ -44,7 +44,18 @@ def session_id(s: int) -> str:
     return f"run-0192abcdef01.s{s:05d}"
 
 
-async def through_api(log: SessionLog, sessions: int, events: int, batch: int) -> float:
+class Figure(NamedTuple):
+    rate: float  # events/s, wall clock
+    cpu_us: float  # CPU microseconds of this process per event (all threads)
+
+
+def measured(count: int, wall_started: float, cpu_started: float) -> Figure:
+    wall = time.perf_counter() - wall_started
+    cpu = time.process_time() - cpu_started
+    return Figure(count / wall, cpu / count * 1e6)
+
+
+async def through_api(log: SessionLog, sessions: int, events: int, batch: int) -> Figure:
     async def agent(s: int) -> None:
         sid = session_id(s)
         await log.emit_event(sid, EventType.SESSION_CREATED, {"run_id": "run-0192abcdef01", "index": s})
@@ -56,14 +67,14 @@ async def through_api(log: SessionLog, sessions: int, events: int, batch: int) -
                 items = [(EventType.TOOL_RESULT, payload(s, i)) for i in range(start, min(start + batch, events - 1))]
                 await log.emit_events(sid, items)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     async with asyncio.TaskGroup() as group:
         for s in range(sessions):
             group.create_task(agent(s))
-    elapsed = time.perf_counter() - started
+    figure = measured(sessions * events, started, cpu)
     last = await log.get_session(session_id(sessions - 1))
     assert last is not None and last.last_seq == events, "benchmark lost events"
-    return sessions * events / elapsed
+    return figure
 
 
 def rows(sessions: int, events: int) -> list[tuple[str, int, str, float, str]]:
@@ -75,34 +86,34 @@ def rows(sessions: int, events: int) -> list[tuple[str, int, str, float, str]]:
     return out
 
 
-async def sqlite_baseline(path: Path, data: list[tuple[str, int, str, float, str]]) -> float:
+async def sqlite_baseline(path: Path, data: list[tuple[str, int, str, float, str]]) -> Figure:
     async with open_store(f"sqlite:///{path}"):
         pass  # same schema and pragmas as the API run
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA synchronous = NORMAL")
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     conn.execute("BEGIN IMMEDIATE")
     conn.executemany("INSERT INTO fleet_events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)", data)
     conn.execute("COMMIT")
-    elapsed = time.perf_counter() - started
+    figure = measured(len(data), started, cpu)
     conn.close()
-    return len(data) / elapsed
+    return figure
 
 
-async def postgres_baseline(url: str, schema: str, data: list[tuple[str, int, str, float, str]]) -> float:
+async def postgres_baseline(url: str, schema: str, data: list[tuple[str, int, str, float, str]]) -> Figure:
     import asyncpg
 
     async with open_store(f"{url}?schema={schema}"):
         pass
     conn = await asyncpg.connect(url)
     try:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         async with conn.transaction():
             await conn.executemany(
                 f'INSERT INTO "{schema}".fleet_events (session_id, seq, type, time, data) VALUES ($1, $2, $3, $4, $5)',
                 data,
             )
-        return len(data) / (time.perf_counter() - started)
+        return measured(len(data), started, cpu)
     finally:
         await conn.close()
 
@@ -117,19 +128,24 @@ async def drop_schema(url: str, schema: str) -> None:
         await conn.close()
 
 
-async def run_backend(name: str, args: argparse.Namespace) -> dict[str, float]:
+async def run_backend(name: str, args: argparse.Namespace) -> dict[str, Figure]:
     """Median of ``--repeat`` runs of each figure, each run on a fresh store."""
     runs = [await run_once(name, args) for _ in range(args.repeat)]
-    return {label: statistics.median(run[label] for run in runs) for label in runs[0]}
+    return {
+        label: Figure(
+            statistics.median(run[label].rate for run in runs), statistics.median(run[label].cpu_us for run in runs)
+        )
+        for label in runs[0]
+    }
 
 
-async def run_once(name: str, args: argparse.Namespace) -> dict[str, float]:
+async def run_once(name: str, args: argparse.Namespace) -> dict[str, Figure]:
     data = rows(args.sessions, args.events)
-    figures: dict[str, float] = {}
+    figures: dict[str, Figure] = {}
     with tempfile.TemporaryDirectory() as tmp:
         counter = iter(range(1000))
 
-        async def fresh(measure: Callable[[SessionLog], Awaitable[float]], options: str = "") -> float:
+        async def fresh(measure: Callable[[SessionLog], Awaitable[Figure]], options: str = "") -> Figure:
             if name == "sqlite":
                 async with open_store(f"sqlite:///{tmp}/api{next(counter)}.db{options}") as log:
                     return await measure(log)
@@ -172,16 +188,18 @@ def main() -> int:
     backends = ["sqlite", "postgres"] if args.backend == "all" else [args.backend]
     total = args.sessions * args.events
     print(f"{args.sessions} concurrent sessions x {args.events} events = {total:,} durable events per run,")
-    print(f"median of {args.repeat} runs per figure")
+    print(f"median of {args.repeat} runs per figure; CPU is this process's (PostgreSQL's own is not counted)")
     ok = True
     for name in backends:
         figures = asyncio.run(run_backend(name, args))
-        baseline = figures.pop("baseline")
-        print(f"\n{name}: baseline raw executemany, one transaction: {baseline:>10,.0f} events/s")
-        for label, rate in figures.items():
-            print(f"{name}: {label:<30} {rate:>10,.0f} events/s  ({rate / baseline:.2f}x baseline)")
+        base = figures.pop("baseline")
+        print(f"\n{name}: {'baseline: raw executemany, one transaction':<44} {base.rate:>9,.0f} events/s", end="")
+        print(f"{'':21}{base.cpu_us:6.1f} CPU us/event")
+        for label, (rate, cpu_us) in figures.items():
+            print(f"{name}: {label:<44} {rate:>9,.0f} events/s  ({rate / base.rate:.2f}x baseline)", end="")
+            print(f"  {cpu_us:6.1f} CPU us/event ({cpu_us / base.cpu_us:.1f}x)")
         if name == "sqlite":
-            rate = figures["emit_event"]
+            rate = figures["emit_event"].rate
             verdict = "met" if rate >= SQLITE_GOAL else "MISSED"
             ok = ok and rate >= SQLITE_GOAL
             goal = f"goal {SQLITE_GOAL:,} events/s through emit_event"
