@@ -1,27 +1,30 @@
-"""Greedy leader assignment for dense unit vectors with numpy, and faiss when leaders are many.
+"""Greedy leader assignment for dense unit vectors with numpy.
 
 Per batch of queries (in order):
 
-1. best earlier leader of every query: exact blocked matrix products against the leader matrix
-   while there are at most ``exact_limit`` leaders; above that, a faiss ``IndexIVFFlat`` over the
-   leaders only (inner product; the scores it returns for the probed lists are exact products);
-2. the queries among themselves: one ``B x B`` product, then a sequential pass, so a query can
-   join a leader that appeared earlier in the same batch — exactly the one-at-a-time rule.
+1. the best earlier leader of every query: exact blocked matrix products against all leaders while
+   there are at most ``exact_limit`` of them; above that an inverted file over the leaders only —
+   :class:`~agent_fleet.aggregate.buckets.BucketIVF` (numpy, the default) or faiss ``IndexIVFFlat``
+   (``ann="faiss"``). Both score candidates by exact inner products; they can only miss a leader
+   in a cell they did not probe;
+2. the queries among themselves: the pairs at the threshold within the batch (all of them in
+   exact mode; those an inverted file would have found in IVF mode), then a sequential pass over
+   the queries that have such a pair, so a query can join a leader made earlier in the same batch —
+   the one-at-a-time rule.
 
-The IVF index is trained on the leaders present when it is built and rebuilt when the leaders
-have grown fourfold, so its lists stay short as the run grows. IVF can miss a leader that sits in
-a list it did not probe; ``nprobe`` trades that against time (benchmarks/dedup.py measures the
-share of decisions identical to the exact computation).
+The inverted file is rebuilt (new cells) when the leaders have grown fourfold, so its cells stay
+small as the run grows. ``nprobe`` trades misses against time; benchmarks/dedup.py measures the
+share of decisions identical to the exact computation.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from agent_fleet.aggregate.buckets import BucketIVF
 from agent_fleet.aggregate.index import Assignment
 from agent_fleet.aggregate.vectors import Vector
 
@@ -44,44 +47,42 @@ def as_matrix(vectors: Sequence[Vector] | np.ndarray) -> np.ndarray:
 
 
 class NumpyLeaderIndex:
-    def __init__(self, *, threshold: float, exact_limit: int = 4096, ann: str = "auto", nprobe: int = 16) -> None:
-        if ann not in ("auto", "exact", "faiss"):
-            raise ValueError(f"unknown index {ann!r}")
+    def __init__(self, *, threshold: float, exact_limit: int = 4096, ann: str = "auto", nprobe: int = 8) -> None:
+        if ann not in ("auto", "exact", "ivf", "faiss"):
+            raise ValueError(f"unknown index {ann!r}: use auto, exact, ivf or faiss")
         self.threshold = threshold
         self.exact_limit = exact_limit
         self.nprobe = nprobe
+        self.mode = "ivf" if ann == "auto" else ann
         self._faiss: Any = None
-        if ann != "exact":
-            try:
-                import faiss
+        if self.mode == "faiss":
+            import faiss
 
-                self._faiss = faiss
-            except ImportError:
-                if ann == "faiss":
-                    raise
+            self._faiss = faiss
         self._mat = np.zeros((0, 0), dtype=np.float32)
         self._n = 0
         self._leader_seq = np.zeros(0, dtype=np.int64)
         self._seq = 0
+        self._buckets: BucketIVF | None = None
         self._ivf: Any = None
-        self._ivf_trained_at = 0
+        self._built_at = 0
 
     def __len__(self) -> int:
         return self._n
 
     @property
     def uses_ann(self) -> bool:
-        return self._ivf is not None
+        return self._buckets is not None or self._ivf is not None
 
     def _grow(self, rows: np.ndarray) -> None:
         need = self._n + len(rows)
         if self._mat.shape[0] < need or self._mat.shape[1] != rows.shape[1]:
             cap = max(need, 2 * self._mat.shape[0], 1024)
-            mat = np.zeros((cap, rows.shape[1]), dtype=np.float32)
+            mat = np.empty((cap, rows.shape[1]), dtype=np.float32)
             if self._n:
                 mat[: self._n] = self._mat[: self._n]
             self._mat = mat
-            seq = np.zeros(cap, dtype=np.int64)
+            seq = np.empty(cap, dtype=np.int64)
             seq[: self._n] = self._leader_seq[: self._n]
             self._leader_seq = seq
 
@@ -98,80 +99,97 @@ class NumpyLeaderIndex:
             best_sim[better] = val[better]
         return best, best_sim
 
-    def _build_ivf(self) -> None:
+    def _build(self) -> None:
+        n = self._n
+        self._built_at = n
+        if self.mode == "ivf":
+            self._buckets = BucketIVF(self._mat[:n], np.arange(n), nprobe=self.nprobe)
+            return
         faiss = self._faiss
-        n, d = self._n, self._mat.shape[1]
-        nlist = int(min(max(64, 4 * math.sqrt(n)), n // 39))
+        d = self._mat.shape[1]
+        nlist = max(16, int(2 * np.sqrt(n)))
         quantizer = faiss.IndexFlatIP(d)
+        rng = np.random.default_rng(0)
+        # Cells around leaders drawn at random, as in BucketIVF: no k-means, nothing to train.
+        quantizer.add(np.ascontiguousarray(self._mat[np.sort(rng.choice(n, nlist, replace=False))]))
         ivf = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
-        sample = self._mat[:n]
-        if n > 256 * nlist:  # k-means needs no more than this; keep training cheap
-            rng = np.random.default_rng(0)
-            sample = sample[np.sort(rng.choice(n, 256 * nlist, replace=False))]
-        ivf.train(np.ascontiguousarray(sample))
         ivf.add(self._mat[:n])
         ivf.nprobe = min(self.nprobe, nlist)
         self._ivf = ivf
-        self._ivf_trained_at = n
-
-    def _best(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self._n == 0:
-            return np.full(len(q), -1, dtype=np.int64), np.full(len(q), -np.inf, dtype=np.float32)
-        if self._faiss is None or self._n <= self.exact_limit:
-            return self._exact_best(q)
-        if self._ivf is None or self._n >= 4 * self._ivf_trained_at:
-            self._build_ivf()
-        dist, ids = self._ivf.search(q, 1)
-        best = ids[:, 0].astype(np.int64)
-        best_sim = np.where(best >= 0, dist[:, 0], -np.inf).astype(np.float32)
-        return best, best_sim
 
     def assign(self, vectors: Sequence[Vector] | np.ndarray) -> list[Assignment]:
         q = as_matrix(vectors)
-        if len(q) == 0:
-            return []
         out: list[Assignment] = []
-        # Batches bound the B x B in-batch product.
-        for start in range(0, len(q), 2048):
-            out.extend(self._assign_batch(q[start : start + 2048]))
+        start = 0
+        while start < len(q):
+            # The in-batch product is B x B in exact mode: keep those batches small.
+            step = 4096 if self.uses_ann else 1024
+            out.extend(self._assign_batch(q[start : start + step]))
+            start += step
         return out
+
+    def _candidates(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...], np.ndarray | None]:
+        t = self.threshold
+        if self.mode != "exact" and self._n > self.exact_limit and (not self.uses_ann or self._n >= 4 * self._built_at):
+            self._build()
+        if self._buckets is not None:
+            probes, home = self._buckets.probe(q)
+            best, best_sim, pairs = self._buckets.scan(q, probes, home, t)
+            return best, best_sim, pairs, home
+        if self._ivf is not None:
+            dist, ids = self._ivf.search(q, 1)
+            best = ids[:, 0].astype(np.int64)
+            best_sim = np.where(best >= 0, dist[:, 0], -np.inf).astype(np.float32)
+        elif self._n:
+            best, best_sim = self._exact_best(q)
+        else:
+            best, best_sim = np.full(len(q), -1, dtype=np.int64), np.full(len(q), -np.inf, dtype=np.float32)
+        inner = q @ q.T
+        ii, jj = np.nonzero(np.tril(inner >= t, -1))
+        return best, best_sim, (ii, jj, inner[ii, jj]), None
 
     def _assign_batch(self, q: np.ndarray) -> list[Assignment]:
         t = self.threshold
-        old, old_sim = self._best(q)
-        old_seq = self._leader_seq[np.maximum(old, 0)].tolist() if self._n else [-1] * len(q)
-        old_sims = old_sim.tolist()
-        inner = q @ q.T
-        # Only a query with some earlier in-batch vector at the threshold can join an in-batch leader.
-        near_earlier = (np.tril(inner, -1).max(axis=1) >= t).tolist() if t > 0 else [True] * len(q)
         b = len(q)
-        is_new = np.zeros(b, dtype=bool)
-        out: list[Assignment] = []
-        new_rows: list[int] = []
-        for i in range(b):
-            s_old = old_sims[i]
-            j, s_new = -1, -math.inf
-            if new_rows and near_earlier[i]:
-                row = np.where(is_new[:i], inner[i, :i], -np.inf)
-                j = int(row.argmax())
-                s_new = float(row[j])
-            if s_old >= t or s_new >= t:
-                if s_new > s_old:
-                    out.append(Assignment(self._seq + j - i, s_new))
-                else:
-                    out.append(Assignment(int(old_seq[i]), s_old))
-            else:
-                is_new[i] = True
-                new_rows.append(i)
-                out.append(Assignment(self._seq, 1.0))
-            self._seq += 1
-        if new_rows:
+        old, old_sim, (pi, pj, ps), home = self._candidates(q)
+        old_seq = self._leader_seq[np.maximum(old, 0)] if self._n else np.full(b, -1, dtype=np.int64)
+        first_seq = self._seq
+        hit = old_sim >= t
+        leader = np.where(hit, old_seq, -1)
+        sim = np.where(hit, old_sim, 1.0).astype(np.float64)
+        # A query without an in-batch pair depends on the old leaders alone: decided for all at once.
+        is_new = ~hit
+        if len(pi):
+            order = np.lexsort((pj, pi))
+            pi, pj, ps = pi[order], pj[order], ps[order]
+            items, starts = np.unique(pi, return_index=True)
+            ends = np.append(starts[1:], len(pi))
+            is_new[items] = False
+            # In order: every decision before a query is final when it is taken (the one-at-a-time rule).
+            for i, a, e in zip(items.tolist(), starts.tolist(), ends.tolist(), strict=True):
+                js, ss = pj[a:e], ps[a:e]
+                live = is_new[js]
+                s_new = -np.inf
+                if live.any():
+                    k = int(ss[live].argmax())
+                    s_new, j = float(ss[live][k]), int(js[live][k])
+                if s_new >= t and s_new > old_sim[i]:
+                    leader[i], sim[i] = first_seq + j, s_new
+                elif not hit[i]:
+                    is_new[i] = True
+        new_rows = np.nonzero(is_new)[0]
+        leader[new_rows] = first_seq + new_rows
+        sim[new_rows] = 1.0
+        self._seq += b
+        if len(new_rows):
             rows = q[new_rows]
+            positions = np.arange(self._n, self._n + len(rows))
             self._grow(rows)
             self._mat[self._n : self._n + len(rows)] = rows
-            first_seq = self._seq - b
-            self._leader_seq[self._n : self._n + len(rows)] = [first_seq + r for r in new_rows]
+            self._leader_seq[self._n : self._n + len(rows)] = first_seq + new_rows
             self._n += len(rows)
-            if self._ivf is not None:
+            if self._buckets is not None and home is not None:
+                self._buckets.add(rows, positions, home[new_rows])
+            elif self._ivf is not None:
                 self._ivf.add(rows)
-        return out
+        return [Assignment(ld, sm) for ld, sm in zip(leader.tolist(), sim.tolist(), strict=True)]

@@ -58,12 +58,14 @@ def test_members_are_within_threshold_of_their_leader() -> None:
         assert a.similarity == pytest.approx(float(x[i] @ x[a.leader]), abs=1e-5)
 
 
-def test_faiss_path_agrees_with_exact_decisions() -> None:
-    pytest.importorskip("faiss")
+@pytest.mark.parametrize("ann", ["ivf", "faiss"])
+def test_ann_paths_agree_with_exact_decisions(ann: str) -> None:
+    if ann == "faiss":
+        pytest.importorskip("faiss")
     x = planted(6000, seed=3, dup_share=0.4)
     t = 0.95
     exact = reference(x, t)
-    idx = NumpyLeaderIndex(threshold=t, exact_limit=500, ann="faiss", nprobe=16)
+    idx = NumpyLeaderIndex(threshold=t, exact_limit=500, ann=ann, nprobe=8)
     got = [a.leader for a in idx.assign(x)]
     assert idx.uses_ann
     kept_exact = [e == i for i, e in enumerate(exact)]
