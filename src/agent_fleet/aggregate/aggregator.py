@@ -185,9 +185,11 @@ class Aggregator:
         async with self._lock:
             batch = list(items)
             fresh: list[ResultItem] = []
+            fresh_ids: set[str] = set()
             for it in batch:
-                if it.id not in self._by_id and all(it.id != f.id for f in fresh):
+                if it.id not in self._by_id and it.id not in fresh_ids:
                     fresh.append(it)
+                    fresh_ids.add(it.id)
             await self._ensure_vectors(fresh)
             for it in fresh:
                 self._admit(it)
