@@ -31,9 +31,11 @@ __all__ = [
 ]
 
 WINDOW_SECONDS = 60.0
-# Limits shown in the headers when no limit is configured (nothing is enforced then).
-NOMINAL_RPM = 10_000
-NOMINAL_TPM = 2_000_000
+# Limits shown in the headers when no limit is configured (nothing is enforced then): a high
+# usage tier's figures for a small model, so a client that paces itself by the headers is not
+# held back below what an unlimited server can serve.
+NOMINAL_RPM = 30_000
+NOMINAL_TPM = 150_000_000
 
 
 class SlidingWindow:

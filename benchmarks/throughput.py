@@ -1,0 +1,176 @@
+"""Engine throughput against the simulated provider (in its own process), beside a naive baseline.
+
+Baseline ("naive"): ``asyncio.Semaphore(50)`` + the official ``openai`` SDK making the same calls —
+the same conversations, tools and turns — with nothing durable, no budgets and no limiter.
+
+Figures (each printed with its goal):
+  (a) efficiency at realistic latency (log-normal, median 1 s): ideal makespan (calls / cap ×
+      median latency) over the actual makespan, for 1,000 sessions × 3 turns. Goal ≥ 0.95.
+  (b) client CPU seconds per model call, everything included (durable session log, budgets,
+      limiter, decomposition and aggregation), as a ratio to the naive loop. Goal ≤ 1.0.
+  (c) the ceiling: calls/s at zero latency, ours over naive. Goal ≥ 2×.
+
+Usage: python benchmarks/throughput.py [--sessions 1000] [--skip-latency]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from agent_fleet.brain.protocol import FINISH, SUBMIT_RESULT, SYSTEM_PROMPT, first_user_message
+from agent_fleet.decompose import decompose
+from agent_fleet.engine import RunOptions, deploy
+from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
+
+CAP = 50
+ITEMS_PER_SESSION = 10  # the simulated agent submits 5 items a turn: submit, submit, finish = 3 turns
+
+
+@dataclass
+class Figures:
+    calls: int
+    wall: float
+    cpu: float
+
+    @property
+    def calls_per_s(self) -> float:
+        return self.calls / self.wall
+
+    @property
+    def cpu_ms_per_call(self) -> float:
+        return 1000 * self.cpu / self.calls
+
+
+def _input(workdir: Path, sessions: int) -> Path:
+    path = workdir / "items.txt"
+    hosts = ["docs.python.org", "peps.python.org", "realpython.com", "stackoverflow.com", "github.com"]
+    lines = [f"https://{hosts[i % 5]}/topic-{i % 97}/page-{i}" for i in range(sessions * ITEMS_PER_SESSION)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def run_ours(url: str, src: Path, sessions: int, workdir: Path) -> Figures:
+    options = RunOptions(
+        task="Summarise each page",
+        input_path=str(src),
+        agents=sessions,
+        provider=url,
+        max_concurrency=CAP,
+        embedder="lexical",
+        out_dir=str(workdir / f"out-{time.monotonic_ns()}"),
+    )
+    store = f"sqlite:///{workdir / f'fleet-{time.monotonic_ns()}.db'}"
+    t0, c0 = time.perf_counter(), time.process_time()
+    report = await deploy(options, store_url=store, api_key="sk-bench")
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    assert report.status == "completed", report.summary
+    return Figures(int(report.summary["llm_calls"]), wall, cpu)
+
+
+async def run_naive(url: str, src: Path, sessions: int) -> Figures:
+    plan = decompose("Summarise each page", src, agents=sessions)
+    client = openai.AsyncOpenAI(base_url=url, api_key="sk-bench")
+    sem = asyncio.Semaphore(CAP)
+    tools: list[Any] = [SUBMIT_RESULT.to_openai(), FINISH.to_openai()]
+    calls = 0
+
+    async def session(task: str, first: str) -> None:
+        nonlocal calls
+        messages: list[Any] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": first}]
+        while True:
+            async with sem:
+                resp = await client.chat.completions.create(
+                    model="gpt-4.1-mini", messages=messages, tools=tools, max_tokens=4096
+                )
+            calls += 1
+            msg = resp.choices[0].message
+            messages.append(msg.model_dump(exclude_none=True))
+            if not msg.tool_calls:
+                return
+            finished = False
+            for call in msg.tool_calls:
+                name = call.function.name  # type: ignore[union-attr]
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": "accepted"})
+                finished = finished or name == "finish"
+            if finished:
+                return
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    async with asyncio.TaskGroup() as tg:
+        for p in plan.partitions:
+            tg.create_task(session(plan.task, first_user_message(plan.task, p)))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    await client.close()
+    return Figures(calls, wall, cpu)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--median", type=float, default=1.0, help="median latency of scenario (a), seconds")
+    parser.add_argument("--skip-latency", action="store_true", help="only the zero-latency scenario")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    out: dict[str, Any] = {"sessions": args.sessions, "cap": CAP}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        src = _input(workdir, args.sessions)
+        with sim_provider_process(SimConfig(latency=0.0)) as url:
+            naive0 = asyncio.run(run_naive(url, src, args.sessions))
+            ours0 = asyncio.run(run_ours(url, src, args.sessions, workdir))
+        out["zero_latency"] = {
+            "naive": {
+                "calls": naive0.calls,
+                "calls_per_s": naive0.calls_per_s,
+                "cpu_ms_per_call": naive0.cpu_ms_per_call,
+            },
+            "ours": {"calls": ours0.calls, "calls_per_s": ours0.calls_per_s, "cpu_ms_per_call": ours0.cpu_ms_per_call},
+            "ceiling_ratio": ours0.calls_per_s / naive0.calls_per_s,
+            "cpu_ratio": ours0.cpu_ms_per_call / naive0.cpu_ms_per_call,
+        }
+        if not args.skip_latency:
+            config = SimConfig(latency=LogNormalLatency(median=args.median, sigma=0.5), seed=11)
+            with sim_provider_process(config) as url:
+                naive1 = asyncio.run(run_naive(url, src, args.sessions))
+                ours1 = asyncio.run(run_ours(url, src, args.sessions, workdir))
+            ideal = ours1.calls / CAP * args.median
+            out["latency"] = {
+                "median_s": args.median,
+                "ideal_makespan_s": ideal,
+                "naive": {"makespan_s": naive1.wall, "efficiency": naive1.calls / CAP * args.median / naive1.wall},
+                "ours": {"makespan_s": ours1.wall, "efficiency": ideal / ours1.wall},
+            }
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    z = out["zero_latency"]
+    ours, naive = z["ours"], z["naive"]
+    print(f"{args.sessions} sessions, cap {CAP}, simulated provider in its own process")
+    print(
+        f"(c) ceiling at zero latency: ours {ours['calls_per_s']:.0f} calls/s, naive {naive['calls_per_s']:.0f}"
+        f" calls/s -> {z['ceiling_ratio']:.2f}x (goal >= 2x)"
+    )
+    print(
+        f"(b) client CPU per call: ours {ours['cpu_ms_per_call']:.2f} ms, naive {naive['cpu_ms_per_call']:.2f} ms"
+        f" -> {z['cpu_ratio']:.2f} (goal <= 1.0)"
+    )
+    if "latency" in out:
+        lat = out["latency"]
+        print(
+            f"(a) efficiency at log-normal latency (median {lat['median_s']} s): ideal {lat['ideal_makespan_s']:.1f} s;"
+            f" ours {lat['ours']['makespan_s']:.1f} s -> {lat['ours']['efficiency']:.3f} (goal >= 0.95);"
+            f" naive {lat['naive']['makespan_s']:.1f} s -> {lat['naive']['efficiency']:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
