@@ -1,7 +1,8 @@
 """A circuit breaker per (provider, model), rate-based over a sliding window, plus cooldowns.
 
 * Closed: calls pass. When, over the last ``window_s``, at least ``min_calls`` finished and the share
-  of failures (429, 5xx/529, timeouts) reached ``failure_rate``, it opens.
+  of failures (5xx/529, timeouts; a 429 means "slower", which the limiter handles) reached
+  ``failure_rate``, it opens.
 * Open: no call is sent until ``open_s`` has passed; then half-open.
 * Half-open: ``probes`` calls go out; a success closes the breaker, a failure opens it again.
 * Cooldowns: a ``retry-after`` from the provider pauses sending to this model until then. A later,

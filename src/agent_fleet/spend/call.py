@@ -39,6 +39,7 @@ __all__ = ["CallSlot", "Lane"]
 T = TypeVar("T")
 _ZERO = Decimal(0)
 _COUNTS_AS_ERROR = frozenset({"rate_limited", "server", "timeout"})
+_BREAKS = frozenset({"server", "timeout"})
 
 
 @dataclass(slots=True)
@@ -176,9 +177,17 @@ class CallSlot:
                 gw.meter.error(self.session_id, self.model, kind)
                 if kind in _COUNTS_AS_ERROR:
                     gw._observe(lane, now, error=True)
+                if kind in _BREAKS:
+                    # A 429 says "slower", not "broken": the limiter and cooldowns answer it, not the breaker.
                     breaker.record(now, ok=False)
                 retry_after = getattr(exc, "retry_after", None)
-                if isinstance(exc, RateLimited) and retry_after:
+                if (
+                    isinstance(exc, RateLimited)
+                    and retry_after
+                    and gw.window_exhausted(self.provider_name, self.model, now)
+                ):
+                    # The whole window is used up: nobody may send to this model before retry-after.
+                    # Other 429s (a concurrency cap, say) hold back only this request's retry.
                     breaker.cool_down(now, retry_after)
                 if isinstance(exc, QuotaExhausted):
                     gw._exhausted.add(self.model)

@@ -144,6 +144,7 @@ class Gateway:
         self._lanes: dict[str, Lane] = {}
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
         self._exhausted: set[str] = set()
+        self._signals: dict[tuple[str, str], tuple[float, Any]] = {}  # last rate-limit headers per model
         self._session_accounts: dict[str, tuple[Account, ...]] = {}
         self._session_queue: dict[str, str] = {}
         self._restored: dict[str, tuple[Usage, Decimal]] = {}
@@ -179,6 +180,7 @@ class Gateway:
     def _signal_sink(self, lane: Lane) -> Callable[[str, Any], None]:
         def sink(model: str, signals: Any) -> None:
             now = self.clock.now()
+            self._signals[(lane.name, model)] = (now, signals)
             if signals.limit_requests and lane.auto_rpm:
                 if lane.rpm is None or abs(lane.rpm.rate * 60 - signals.limit_requests) > 1e-6:
                     lane.rpm = TokenBucket.per_minute(signals.limit_requests, now=now)
@@ -189,6 +191,14 @@ class Gateway:
                 lane.tpm.observe(now, remaining=signals.remaining_tokens)
 
         return sink
+
+    def window_exhausted(self, provider: str, model: str, now: float) -> bool:
+        """Did the provider's headers, just now, say a requests or tokens window is used up?"""
+        seen = self._signals.get((provider, model))
+        if seen is None or seen[0] != now:
+            return False
+        s = seen[1]
+        return s.remaining_requests == 0 or s.remaining_tokens == 0
 
     def provider_for(self, model: str) -> ModelProvider:
         return self.routes.get(model, self.provider) if model else self.provider

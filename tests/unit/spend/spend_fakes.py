@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from agent_fleet.clock import Clock
 from agent_fleet.domain.model import ChatRequest, ChatResponse
 from agent_fleet.domain.usage import Usage
+from agent_fleet.spend.providers import RateSignals
 
 Step = BaseException | ChatResponse | Callable[[ChatRequest], ChatResponse]
 
@@ -24,6 +25,7 @@ class FakeProvider:
     active: int = 0
     peak: int = 0
     closed: int = 0
+    on_signals: Callable[[str, RateSignals], None] | None = None
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         self.calls += 1

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
 from spend_fakes import FakeProvider
 
 from agent_fleet.clock import VirtualClock
-from agent_fleet.domain.model import ChatRequest
+from agent_fleet.domain.model import ChatRequest, ChatResponse
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import (
     BudgetExhausted,
@@ -22,7 +23,7 @@ from agent_fleet.spend.breaker import BreakerConfig
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
 from agent_fleet.spend.limiter import AdaptiveConfig
 from agent_fleet.spend.prices import PriceTable, Rates
-from agent_fleet.spend.providers import ProviderTimeout
+from agent_fleet.spend.providers import ProviderTimeout, RateSignals
 from agent_fleet.spend.retry import RetryPolicy
 
 REQ = ChatRequest(model="m", messages=[{"role": "user", "content": "hello"}], max_tokens=1000)
@@ -135,10 +136,21 @@ async def test_rate_limited_call_waits_retry_after_then_succeeds():
     assert_quiet(gw)
 
 
+def window_full(provider: FakeProvider, retry_after: float) -> Callable[[ChatRequest], ChatResponse]:
+    """A 429 whose headers say the requests window is used up (as OpenAI and Anthropic send them)."""
+
+    def step(request: ChatRequest) -> ChatResponse:
+        assert provider.on_signals is not None
+        provider.on_signals(request.model, RateSignals(limit_requests=100, remaining_requests=0))
+        raise RateLimited("window used up", status=429, retry_after=retry_after)
+
+    return step
+
+
 async def test_a_shorter_retry_after_never_shortens_the_cooldown():
     clock = VirtualClock()
     provider = FakeProvider(clock, model="m", latency=1.0)
-    provider.script = [RateLimited("x", retry_after=10.0), RateLimited("x", retry_after=1.0)]
+    provider.script = [window_full(provider, 10.0), window_full(provider, 1.0)]
     gw, _ = make(clock, provider=provider)
     tasks = [asyncio.create_task(gw.complete(s, REQ)) for s in ("a", "b")]
     await clock.run_for(0.5)
@@ -149,6 +161,21 @@ async def test_a_shorter_retry_after_never_shortens_the_cooldown():
     assert provider.calls == 4
     await clock.run_for(1.0)
     await asyncio.gather(*tasks)
+
+
+async def test_a_429_without_an_exhausted_window_holds_back_only_its_own_retry():
+    clock = VirtualClock()
+    provider = FakeProvider(clock, model="m", latency=1.0)
+    provider.script = [RateLimited("busy", status=429, retry_after=10.0)]
+    gw, _ = make(clock, provider=provider)
+    first = asyncio.create_task(gw.complete("a", REQ))
+    await clock.run_for(1.5)
+    second = asyncio.create_task(gw.complete("b", REQ))
+    await clock.run_for(1.0)
+    assert second.done() and provider.calls == 2  # b was not frozen by a's retry-after
+    assert not first.done()
+    await clock.run_for(10)
+    assert (await first).retried == ("rate_limited",)
 
 
 async def test_overload_retries_with_backoff_and_gives_up():

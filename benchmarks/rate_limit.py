@@ -1,0 +1,223 @@
+"""Goodput under a hidden provider capacity: our gateway's limiter beside a fixed 50 with naive retries.
+
+A simulated provider (in process, on a virtual clock, so ten simulated minutes take seconds and every
+run gives the same figures) hides its capacity. Two scenarios:
+
+* ``concurrency``: at most 20 requests in flight, 0.5 s each (capacity 40 calls/s); above it a 429 with
+  ``retry-after: 1``; no rate-limit headers.
+* ``rpm``: 1,200 requests per sliding minute (20 calls/s); it sends ``x-ratelimit-*`` headers like
+  OpenAI, and — as OpenAI documents — refused requests count against the limit too.
+
+300 closed-loop callers (sessions) offer more load than the capacity. Ours: ``Gateway`` with its
+defaults (baseline 50, the adaptive rule, retry budget, retry-after cooldowns, buckets fed by the
+provider's headers). Baseline: a fixed semaphore of 50 that retries a 429 after 0.1 s, up to 5 times,
+ignoring retry-after (the naive client). Goodput = successful calls per second, as a share of the
+hidden capacity; the 429 rate = refused attempts / attempts. Both are measured after the first
+``--warmup`` seconds (the first windows) and over the whole run.
+
+    python benchmarks/rate_limit.py [--seconds 600] [--warmup 120] [--callers 300]
+
+Goal: ≥ 90 % of the hidden capacity as goodput with < 5 % 429s after the first windows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent_fleet.clock import VirtualClock
+from agent_fleet.domain.model import ChatRequest, ChatResponse
+from agent_fleet.domain.usage import Usage
+from agent_fleet.errors import FleetError, RateLimited
+from agent_fleet.spend.gateway import Gateway
+from agent_fleet.spend.providers import RateSignals
+
+REQUEST = ChatRequest(model="sim", messages=[{"role": "user", "content": "x" * 600}], max_tokens=200)
+
+
+@dataclass
+class Stats:
+    ok: list[float] = field(default_factory=list)  # completion times of successful calls
+    attempts: list[tuple[float, bool]] = field(default_factory=list)  # (time, refused)
+
+
+class HiddenCapacity:
+    """A provider that refuses with 429 above a capacity it does not announce (ModelProvider port)."""
+
+    name = "sim"
+    model = "sim"
+
+    def __init__(
+        self,
+        clock: VirtualClock,
+        stats: Stats,
+        *,
+        max_concurrency: int | None = None,
+        rpm: int | None = None,
+        latency: Callable[[], float],
+        headers: bool = False,
+    ) -> None:
+        self.clock = clock
+        self.stats = stats
+        self.max_concurrency = max_concurrency
+        self.rpm = rpm
+        self.latency = latency
+        self.headers = headers
+        self.in_flight = 0
+        self.window: deque[float] = deque()
+        self.on_signals: Callable[[str, RateSignals], None] | None = None
+
+    def _window(self, now: float) -> int:
+        while self.window and self.window[0] <= now - 60.0:
+            self.window.popleft()
+        return len(self.window)
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        now = self.clock.now()
+        refused: RateLimited | None = None
+        if self.max_concurrency is not None and self.in_flight >= self.max_concurrency:
+            refused = RateLimited("sim answered 429 (concurrency)", status=429, retry_after=1.0)
+        if self.rpm is not None:
+            used = self._window(now)
+            self.window.append(now)  # refused requests count against the limit too
+            if refused is None and used >= self.rpm:
+                wait = max(0.0, self.window[0] + 60.0 - now)
+                refused = RateLimited("sim answered 429 (rpm)", status=429, retry_after=math.ceil(wait))
+        if self.headers and self.on_signals is not None and self.rpm is not None:
+            used = self._window(now)
+            self.on_signals(
+                request.model,
+                RateSignals(limit_requests=self.rpm, remaining_requests=max(0, self.rpm - used), reset_requests=60.0),
+            )
+        self.stats.attempts.append((now, refused is not None))
+        if refused is not None:
+            await self.clock.sleep(0.01)
+            raise refused
+        self.in_flight += 1
+        try:
+            await self.clock.sleep(self.latency())
+        finally:
+            self.in_flight -= 1
+        self.stats.ok.append(self.clock.now())
+        return ChatResponse(content="ok", usage=Usage(200, 50), model="sim")
+
+    async def aclose(self) -> None:
+        return None
+
+
+class NaiveClient:
+    """A fixed 50 concurrent calls; a 429 is retried after 0.1 s, up to 5 times, retry-after ignored."""
+
+    def __init__(self, provider: HiddenCapacity, clock: VirtualClock) -> None:
+        self.provider = provider
+        self.clock = clock
+        self.sem = asyncio.Semaphore(50)
+
+    async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
+        async with self.sem:
+            for attempt in range(6):
+                try:
+                    return await self.provider.complete(request)
+                except RateLimited:
+                    if attempt == 5:
+                        raise
+                    await self.clock.sleep(0.1)
+        raise AssertionError("unreachable")
+
+
+async def drive(clock: VirtualClock, seconds: float) -> None:
+    """Advance the virtual clock deadline by deadline, letting every task run between steps."""
+    end = clock.now() + seconds
+    while True:
+        for _ in range(40):
+            await asyncio.sleep(0)
+        nxt = clock.next_deadline()
+        if nxt is None or nxt > end:
+            clock.set(end)
+            return
+        clock.set(nxt)
+
+
+async def run(scenario: str, client_kind: str, *, seconds: float, callers: int) -> tuple[Stats, float]:
+    clock = VirtualClock()
+    stats = Stats()
+    rng = random.Random(42)
+    if scenario == "concurrency":
+        provider = HiddenCapacity(clock, stats, max_concurrency=20, latency=lambda: 0.5)
+        capacity = 20 / 0.5
+    else:
+        provider = HiddenCapacity(
+            clock, stats, rpm=1_200, latency=lambda: rng.lognormvariate(math.log(1.0), 0.3), headers=True
+        )
+        capacity = 1_200 / 60
+    client: Gateway | NaiveClient
+    if client_kind == "ours":
+        client = Gateway(provider, clock=clock, session_tokens=None)
+    else:
+        client = NaiveClient(provider, clock)
+    stop = False
+
+    async def caller(i: int) -> None:
+        while not stop:
+            try:
+                await client.complete(f"s{i}", REQUEST)
+            except FleetError:
+                await clock.sleep(0.1)
+
+    tasks = [asyncio.create_task(caller(i)) for i in range(callers)]
+    await drive(clock, seconds)
+    stop = True
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return stats, capacity
+
+
+def figures(stats: Stats, capacity: float, start: float, end: float) -> tuple[float, float]:
+    ok = sum(1 for t in stats.ok if start <= t < end)
+    tried = [refused for t, refused in stats.attempts if start <= t < end]
+    goodput = ok / (end - start) / capacity
+    rate_429 = sum(tried) / len(tried) if tried else 0.0
+    return goodput, rate_429
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=600.0, help="simulated seconds per run")
+    parser.add_argument("--warmup", type=float, default=120.0, help="first seconds left out of 'steady'")
+    parser.add_argument("--callers", type=int, default=300)
+    args = parser.parse_args()
+    print(f"hidden capacity, {args.callers} closed-loop callers, {args.seconds:.0f} simulated s per run\n")
+    cols = ("goodput steady", "429s steady", "goodput all", "429s all")
+    header = f"{'scenario':<12} {'client':<24} " + " ".join(f"{c:>{max(len(c), 9)}}" for c in cols)
+    print(header)
+    print("-" * len(header))
+    verdicts = []
+    for scenario in ("concurrency", "rpm"):
+        rows = {}
+        for kind, label in (("ours", "ours (adaptive)"), ("naive", "fixed 50, naive retries")):
+            stats, capacity = await run(scenario, kind, seconds=args.seconds, callers=args.callers)
+            steady = figures(stats, capacity, args.warmup, args.seconds)
+            whole = figures(stats, capacity, 0.0, args.seconds)
+            rows[kind] = steady
+            print(
+                f"{scenario:<12} {label:<24} {steady[0]:>14.1%} {steady[1]:>12.1%} {whole[0]:>12.1%} {whole[1]:>9.1%}"
+            )
+        ours, naive = rows["ours"], rows["naive"]
+        ratio = ours[0] / naive[0] if naive[0] else float("inf")
+        met = ours[0] >= 0.90 and ours[1] < 0.05
+        verdicts.append(met)
+        print(
+            f"{'':<12} goodput ours/naive = {ratio:.2f}×; 429s ours {ours[1]:.1%} vs naive {naive[1]:.1%}; "
+            f"goal (≥ 90 % goodput, < 5 % 429s) {'met' if met else 'NOT met'}\n"
+        )
+    raise SystemExit(0 if all(verdicts) else 1)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
