@@ -31,7 +31,7 @@ from agent_fleet.aggregate import Aggregator, choose_embedder, write_outputs
 from agent_fleet.brain.harness import SessionOutcome
 from agent_fleet.brain.step import Limits
 from agent_fleet.clock import Clock, RealClock
-from agent_fleet.config import load_config
+from agent_fleet.config import FleetConfig, load_config
 from agent_fleet.decompose import decompose
 from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions, DispatchStats
 from agent_fleet.dispatch.slots import SessionSlots
@@ -69,7 +69,7 @@ class RunOptions:
     task: str
     input_path: str | None = None
     agents: int = 10
-    budget_tokens: int = 128_000
+    budget_tokens: int | None = None  # None: fleet.yaml's, else 128,000
     budget_usd: str | None = None  # Decimal as text
     fleet_budget_usd: str | None = None
     timeout: float | None = None
@@ -78,8 +78,8 @@ class RunOptions:
     out_dir: str | None = None
     queue: str | None = None
     priority: str | None = None
-    max_concurrency: int = 50
-    max_turns: int = 40
+    max_concurrency: int = 0  # 0: fleet.yaml's rate_limit.baseline_concurrency (50)
+    max_turns: int = 0  # 0: fleet.yaml's guards.max_turns (60)
     max_tokens: int = 4096  # per model call
     max_attempts: int = 3
     agent_cmd: str | None = None
@@ -91,10 +91,12 @@ class RunOptions:
             raise UsageError("--task must not be empty")
         if self.agents < 1:
             raise UsageError(f"--agents must be at least 1, got {self.agents}")
-        if self.budget_tokens < 1:
+        if self.budget_tokens is not None and self.budget_tokens < 1:
             raise UsageError(f"--budget-tokens must be positive, got {self.budget_tokens}")
-        if self.max_concurrency < 1:
+        if self.max_concurrency < 0:
             raise UsageError(f"--max-concurrency must be at least 1, got {self.max_concurrency}")
+        if self.max_turns < 0:
+            raise UsageError(f"--max-turns must be at least 1, got {self.max_turns}")
         if self.timeout is not None and self.timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {self.timeout}")
         for name in ("budget_usd", "fleet_budget_usd"):
@@ -501,7 +503,25 @@ async def check_provider(base_url: str, *, timeout: float = 5.0) -> None:
 
 def plan_run(options: RunOptions) -> Plan:
     """Phase 1: decompose the task and input into a checked plan."""
-    return decompose(options.task, options.input_path, agents=options.agents, budget_tokens=options.budget_tokens)
+    budget = options.budget_tokens if options.budget_tokens is not None else 128_000
+    return decompose(options.task, options.input_path, agents=options.agents, budget_tokens=budget)
+
+
+def with_config(options: RunOptions, config: FleetConfig) -> RunOptions:
+    """Fill what the command line left unset from fleet.yaml (flags win over the file)."""
+    budgets = config.budgets
+    return replace(
+        options,
+        budget_tokens=options.budget_tokens if options.budget_tokens is not None else budgets.session_tokens,
+        budget_usd=options.budget_usd if options.budget_usd is not None else _text(budgets.session_usd),
+        fleet_budget_usd=options.fleet_budget_usd if options.fleet_budget_usd is not None else _text(budgets.fleet_usd),
+        max_concurrency=options.max_concurrency or config.rate_limit.baseline_concurrency,
+        max_turns=options.max_turns or config.guards.max_turns,
+    )
+
+
+def _text(value: Decimal | None) -> str | None:
+    return None if value is None else str(value)
 
 
 async def deploy(
@@ -517,6 +537,9 @@ async def deploy(
     run is recorded (progress displays use ``engine.stats()``)."""
     if options.input_path is not None:
         options = replace(options, input_path=await asyncio.to_thread(os.path.abspath, options.input_path))
+    if options.config_path is not None:
+        options = replace(options, config_path=await asyncio.to_thread(os.path.abspath, options.config_path))
+    options = with_config(options, await asyncio.to_thread(load_config, options.config_path))
     plan = await asyncio.to_thread(plan_run, options)
     run_id = new_run_id()
     if options.out_dir is None:

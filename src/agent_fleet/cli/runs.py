@@ -17,7 +17,7 @@ from agent_fleet.cli.common import STORE_OPTION, print_json, run_async
 from agent_fleet.cli.progress import live_progress
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
 from agent_fleet.engine import Engine, RunOptions, RunReport, deploy, exit_code_for, resume
-from agent_fleet.errors import SessionNotFound
+from agent_fleet.errors import SessionNotFound, UsageError
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
@@ -61,11 +61,20 @@ def _print_summary(s: dict[str, Any]) -> None:
         console.print(f"sessions paused on budget: raise it with `agent-fleet budget raise {s['run_id']} --tokens N`")
 
 
+def _at_least_one(flag: str, value: int | None) -> int:
+    """0 stands for "not given" in RunOptions; a given value must be at least 1."""
+    if value is None:
+        return 0
+    if value < 1:
+        raise UsageError(f"{flag} must be at least 1, got {value}")
+    return value
+
+
 def deploy_cmd(
     task: str = typer.Option(..., "--task", help="What every agent should do."),
     input: str | None = typer.Option(None, "--input", help="A directory (codebase), a .txt list, .jsonl or .csv."),
     agents: int = typer.Option(10, "--agents", help="How many agent sessions (partitions)."),
-    budget_tokens: int = typer.Option(128_000, "--budget-tokens", help="Token budget per agent session."),
+    budget_tokens: int | None = typer.Option(None, "--budget-tokens", help="Token budget per agent session [128000]."),
     budget_usd: str | None = typer.Option(None, "--budget-usd", help="Dollar budget per session (list prices)."),
     fleet_budget_usd: str | None = typer.Option(None, "--fleet-budget-usd", help="Dollar budget of the whole run."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds per session attempt."),
@@ -76,8 +85,8 @@ def deploy_cmd(
     out: str | None = typer.Option(None, "--out", help="Output directory (default .fleet/runs/RUN_ID)."),
     queue: str | None = typer.Option(None, "--queue", help="Admission queue (LocalQueue) name."),
     priority: str | None = typer.Option(None, "--priority", help="WorkloadPriorityClass name."),
-    max_concurrency: int = typer.Option(50, "--max-concurrency", help="Initial API concurrency."),
-    max_turns: int = typer.Option(40, "--max-turns", help="Model turns per session before it pauses."),
+    max_concurrency: int | None = typer.Option(None, "--max-concurrency", help="Initial API concurrency [50]."),
+    max_turns: int | None = typer.Option(None, "--max-turns", help="Model turns per session before it pauses [60]."),
     agent_cmd: str | None = typer.Option(None, "--agent-cmd", help="Run this CLI agent per partition."),
     embedder: str = typer.Option("auto", "--embedder", help="Dedup embedder: auto, lexical or minilm."),
     as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
@@ -105,8 +114,8 @@ def deploy_cmd(
             out_dir=out_dir,
             queue=queue,
             priority=priority,
-            max_concurrency=max_concurrency,
-            max_turns=max_turns,
+            max_concurrency=_at_least_one("--max-concurrency", max_concurrency),
+            max_turns=_at_least_one("--max-turns", max_turns),
             agent_cmd=agent_cmd,
             config_path=config,
             embedder=embedder,
