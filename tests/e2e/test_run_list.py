@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import secrets
 from collections import Counter
 from pathlib import Path
+
+import asyncpg
+import pytest
 
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.model import ChatResponse
@@ -69,3 +75,36 @@ def test_status_and_events_read_the_log(cli: Cli, tmp_path: Path) -> None:
     seqs = [e["seq"] for e in evs["events"]]
     assert seqs[0] == 3 and seqs == list(range(3, 3 + len(seqs)))
     assert evs["events"][-1]["type"] == "session_completed"
+
+
+@pytest.mark.postgres
+def test_a_run_on_postgresql_then_status_reads_it(cli: Cli, tmp_path: Path) -> None:
+    schema = f"e2e_{os.getpid()}_{secrets.token_hex(3)}"
+    store = f"postgresql://postgres@127.0.0.1:5432/test?schema={schema}"
+    src = write_lines(tmp_path / "urls.txt", 40)
+    try:
+        code, summary = cli.json(
+            "deploy",
+            "--task",
+            "Summarise",
+            "--input",
+            str(src),
+            "--agents",
+            "8",
+            "--embedder",
+            "lexical",
+            FLEET_STORE=store,
+        )
+        assert code == 0 and summary["sessions"]["completed"] == 8 and summary["results_raw"] == 40
+        code, one = cli.json("status", summary["run_id"], FLEET_STORE=store)
+        assert one["status"] == "completed" and one["tokens"]["total"] == summary["tokens"]["total"]
+    finally:
+        asyncio.run(_drop(schema))
+
+
+async def _drop(schema: str) -> None:
+    conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/test")
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()
