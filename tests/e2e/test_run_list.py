@@ -22,7 +22,9 @@ from .conftest import API_KEY, Cli, write_lines
 
 async def test_100_agents_over_1000_lines(cli: Cli, tmp_path: Path) -> None:
     src = write_lines(tmp_path / "urls.txt", 1000)
-    code, summary = cli.json("deploy", "--task", "Summarise each page", "--input", str(src), "--agents", "100")
+    code, summary = cli.json(
+        "deploy", "--task", "Summarise each page", "--input", str(src), "--agents", "100", "--embedder", "lexical"
+    )
     assert code == 0, summary
     assert summary["status"] == "completed"
     assert summary["partitions"] == 100
@@ -61,7 +63,9 @@ async def test_100_agents_over_1000_lines(cli: Cli, tmp_path: Path) -> None:
 
 def test_status_and_events_read_the_log(cli: Cli, tmp_path: Path) -> None:
     src = write_lines(tmp_path / "urls.txt", 30)
-    code, summary = cli.json("deploy", "--task", "Summarise", "--input", str(src), "--agents", "3")
+    code, summary = cli.json(
+        "deploy", "--task", "Summarise", "--input", str(src), "--agents", "3", "--embedder", "lexical"
+    )
     assert code == 0
     code, runs = cli.json("status")
     assert code == 0 and runs["runs"][0]["run_id"] == summary["run_id"]

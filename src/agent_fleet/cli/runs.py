@@ -56,7 +56,7 @@ def _print_summary(s: dict[str, Any]) -> None:
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
-    console.print(f"report: {Path(s['out_dir']) / 'report.md'}")
+    typer.echo(f"report: {Path(s['out_dir']) / 'report.md'}")  # one unwrapped line, for scripts too
     if s["status"] == "paused":
         console.print(f"sessions paused on budget: raise it with `agent-fleet budget raise {s['run_id']} --tokens N`")
 
