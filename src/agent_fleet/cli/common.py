@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import Coroutine
 from typing import Any, NoReturn, TypeVar
@@ -31,8 +32,13 @@ def die(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops a run the way Ctrl-C does: resumable, exit 130
+
+
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine; FleetErrors become one line and their exit code, never a traceback."""
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return asyncio.run(coro)
     except FleetError as exc:
