@@ -132,3 +132,19 @@ async def test_spend_before_each_crash_still_counts_against_the_budget(slow_cli:
                 if e.type == EventType.MODEL_RESPONSE
             )
             assert spent <= 5000
+
+
+async def test_sigterm_exits_130_and_the_run_resumes(slow_cli: Cli, tmp_path: Path) -> None:
+    src = write_lines(tmp_path / "urls.txt", 400)
+    args = ("--task", "Summarise each page", "--input", str(src), "--agents", "40", "--embedder", "lexical")
+    proc = slow_cli.popen("deploy", *args)
+    await asyncio.sleep(2.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "resumable" in err
+    code, runs = slow_cli.json("status")
+    run = runs["runs"][0]
+    assert run["status"] == "interrupted"
+    code, final = slow_cli.json("resume", run["run_id"])
+    assert code == 0 and final["results_raw"] == 400
