@@ -184,7 +184,7 @@ class CallSlot:
                 if (
                     isinstance(exc, RateLimited)
                     and retry_after
-                    and gw.window_exhausted(self.provider_name, self.model, now)
+                    and gw.window_exhausted(self.provider_name, self.model, started)
                 ):
                     # The whole window is used up: nobody may send to this model before retry-after.
                     # Other 429s (a concurrency cap, say) hold back only this request's retry.

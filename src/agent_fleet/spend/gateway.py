@@ -192,13 +192,13 @@ class Gateway:
 
         return sink
 
-    def window_exhausted(self, provider: str, model: str, now: float) -> bool:
-        """Did the provider's headers, just now, say a requests or tokens window is used up?"""
+    def window_exhausted(self, provider: str, model: str, since: float) -> bool:
+        """Did the provider's headers, since ``since`` (this attempt), say a requests or tokens window is used up?"""
         seen = self._signals.get((provider, model))
-        if seen is None or seen[0] != now:
+        if seen is None or seen[0] < since:
             return False
         s = seen[1]
-        return s.remaining_requests == 0 or s.remaining_tokens == 0
+        return bool(s.remaining_requests == 0 or s.remaining_tokens == 0)
 
     def provider_for(self, model: str) -> ModelProvider:
         return self.routes.get(model, self.provider) if model else self.provider

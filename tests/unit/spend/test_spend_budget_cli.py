@@ -6,13 +6,12 @@ import asyncio
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from decimal import Decimal
 
 import pytest
 from spend_fakes import FakeProvider
-from typer.testing import CliRunner
 
-from agent_fleet.cli.app import app
 from agent_fleet.cli.budget import budget_event_data
 from agent_fleet.clock import VirtualClock
 from agent_fleet.domain.events import EventType
@@ -38,9 +37,21 @@ async def store(tmp_path) -> str:
     return url
 
 
-async def invoke(*args: str):
-    """The CLI runs its own event loop: give it a thread."""
-    return await asyncio.to_thread(CliRunner().invoke, app, list(args))
+@dataclass
+class Ran:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+async def invoke(*args: str) -> Ran:
+    """The command as a real process."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agent_fleet.cli", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return Ran(proc.returncode, out.decode(), err.decode())
 
 
 async def events_of(url: str, sid: str) -> list[dict]:
@@ -50,13 +61,13 @@ async def events_of(url: str, sid: str) -> list[dict]:
 
 async def test_raise_appends_a_budget_raised_event(store: str) -> None:
     result = await invoke("budget", "raise", SESSION, "--tokens", "256000", "--store", store, "--json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0, result.stderr
     printed = json.loads(result.stdout)
     assert printed["type"] == "budget_raised" and printed["data"] == {"tokens": 256000}
     last = (await events_of(store, SESSION))[-1]
     assert (last["type"], last["data"]) == ("budget_raised", {"tokens": 256000})
     result = await invoke("budget", "raise", RUN, "--usd", "12.50", "--store", store)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0, result.stderr
     assert "run" in result.stdout and "usd 12.50" in result.stdout
     last = (await events_of(store, RUN))[-1]
     assert last["data"] == {"usd": "12.50"}
