@@ -24,7 +24,7 @@ from typing import Any
 from agent_fleet.admission.cache.cache import Cache
 from agent_fleet.admission.cache.resource_node import potential_available
 from agent_fleet.admission.metrics import AdmissionMetrics
-from agent_fleet.admission.objects import KueueObjects
+from agent_fleet.admission.objects import FairSharing, KueueObjects
 from agent_fleet.admission.quantity import format_quantity, parse_quantity
 from agent_fleet.admission.queue import QueueManager
 from agent_fleet.admission.scheduler import CycleResult, Scheduler
@@ -51,6 +51,7 @@ class AdmissionController:
         on_admit: OnAdmit | None = None,
         on_preempt: OnPreempt | None = None,
         with_metrics: bool = True,
+        fair_sharing: FairSharing | None = None,
     ) -> None:
         self.objects = objects
         self.clock = clock
@@ -59,7 +60,9 @@ class AdmissionController:
         self.metrics = AdmissionMetrics() if with_metrics else None
         self.cache = Cache(objects)
         self.queues = QueueManager(self.cache)
-        self.scheduler = Scheduler(self.cache, self.queues, clock)
+        # An explicit setting wins over a Kueue Configuration among the objects.
+        self.fair_sharing = fair_sharing if fair_sharing is not None else objects.fair_sharing
+        self.scheduler = Scheduler(self.cache, self.queues, clock, fair_sharing=self.fair_sharing)
         self.workloads: dict[str, WorkloadInfo] = {}
         self._wake = asyncio.Event()
 
@@ -115,6 +118,9 @@ class AdmissionController:
                 self.cache.add_workload(info)
         self.queues.rebuild(self.cache)
         self.scheduler.cache = self.cache
+        if objects.fair_sharing is not None:
+            self.fair_sharing = objects.fair_sharing
+            self.scheduler.fair_sharing = objects.fair_sharing if objects.fair_sharing.enable else None
         self.queues.queue_all_inadmissible()
         self._wake.set()
 

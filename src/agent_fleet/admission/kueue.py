@@ -17,9 +17,11 @@ import yaml
 
 from agent_fleet.admission.objects import (
     BEST_EFFORT_FIFO,
+    FAIR_SHARING_STRATEGIES,
     STRICT_FIFO,
     ClusterQueue,
     Cohort,
+    FairSharing,
     FlavorFungibility,
     FlavorQuotas,
     KueueObjects,
@@ -32,10 +34,17 @@ from agent_fleet.admission.objects import (
     ResourceQuota,
     WorkloadPriorityClass,
 )
-from agent_fleet.admission.quantity import parse_quantity
+from agent_fleet.admission.quantity import parse_decimal, parse_quantity
 from agent_fleet.errors import ConfigError
 
-__all__ = ["DEFAULT_CLUSTER_QUEUE", "DEFAULT_LOCAL_QUEUE", "default_objects", "load_kueue_yaml", "parse_objects"]
+__all__ = [
+    "DEFAULT_CLUSTER_QUEUE",
+    "DEFAULT_LOCAL_QUEUE",
+    "default_objects",
+    "load_kueue_yaml",
+    "parse_fair_sharing",
+    "parse_objects",
+]
 
 MAX_TEXT_BYTES = 8 * 1024 * 1024
 MAX_NODES = 500_000
@@ -45,6 +54,7 @@ DEFAULT_LOCAL_QUEUE = "default"
 _POLICIES_WITHIN = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 _POLICIES_RECLAIM = ("Never", "LowerPriority", "Any")
 _KNOWN_API = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1alpha1")
+_CONFIG_API = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2")
 
 
 class _Ctx:
@@ -171,6 +181,7 @@ def parse_objects(items: Sequence[Any]) -> KueueObjects:
     cohorts: dict[str, Cohort] = {}
     classes: dict[str, WorkloadPriorityClass] = {}
     namespaces: dict[str, Namespace] = {}
+    fair_sharing: FairSharing | None = None
     for index, item in enumerate(items):
         if not isinstance(item, Mapping):
             raise ConfigError(f"object #{index + 1}: must be a mapping with apiVersion, kind, metadata")
@@ -179,6 +190,12 @@ def parse_objects(items: Sequence[Any]) -> KueueObjects:
         name = meta.get("name") if isinstance(meta, Mapping) else None
         if not isinstance(kind, str) or not kind:
             raise ConfigError(f"object #{index + 1}: kind: required")
+        if kind == "Configuration":
+            # Kueue's manager configuration carries no metadata; only fairSharing decides admission.
+            if fair_sharing is not None:
+                raise ConfigError(f"object #{index + 1}: Configuration: only one is allowed")
+            fair_sharing = _configuration(item, f"object #{index + 1}", warnings)
+            continue
         ctx = _Ctx(kind, str(name) if name is not None else f"#{index + 1}", warnings)
         if not isinstance(name, str) or not name or not isinstance(meta, Mapping):
             raise ctx.fail("metadata.name", "required")
@@ -237,6 +254,7 @@ def parse_objects(items: Sequence[Any]) -> KueueObjects:
         cohorts=cohorts,
         priority_classes=classes,
         namespaces=namespaces,
+        fair_sharing=fair_sharing,
         warnings=tuple(warnings),
     )
 
@@ -267,6 +285,52 @@ def _check_references(objects: KueueObjects, warnings: list[str]) -> None:
                 raise ConfigError(f"Cohort {start!r}: spec.parentName: cycle {' -> '.join([*seen, node])}")
             seen.append(node)
             node = objects.cohorts[node].parent
+
+
+def parse_fair_sharing(raw: Any, where: str) -> FairSharing:
+    """``fairSharing: {enable, preemptionStrategies}`` as Kueue's configuration spells it."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: fairSharing: must be a mapping")
+    for key in raw:
+        if key not in ("enable", "preemptionStrategies"):
+            raise ConfigError(f"{where}: fairSharing.{key}: unknown field")
+    enable = raw.get("enable", False)
+    if not isinstance(enable, bool):
+        raise ConfigError(f"{where}: fairSharing.enable: must be true or false")
+    strategies = raw.get("preemptionStrategies") or []
+    if not isinstance(strategies, list) or not all(isinstance(x, str) for x in strategies):
+        raise ConfigError(f"{where}: fairSharing.preemptionStrategies: must be a list of strategy names")
+    chosen = tuple(strategies) or FAIR_SHARING_STRATEGIES[-1]
+    if chosen not in FAIR_SHARING_STRATEGIES:
+        allowed = "; ".join("[" + ", ".join(s) + "]" for s in FAIR_SHARING_STRATEGIES)
+        raise ConfigError(f"{where}: fairSharing.preemptionStrategies: must be one of {allowed}")
+    return FairSharing(enable=enable, preemption_strategies=chosen)
+
+
+def _configuration(item: Mapping[str, Any], where: str, warnings: list[str]) -> FairSharing:
+    api = item.get("apiVersion")
+    if api is not None and api not in _CONFIG_API:
+        warnings.append(f"Configuration {where}: apiVersion {api!r} is not Kueue's configuration API; read as v1beta1")
+    for key in item:
+        if key not in ("apiVersion", "kind", "fairSharing"):
+            warnings.append(f"Configuration {where}: field {key} does not decide admission; ignored")
+    if "fairSharing" not in item:
+        return FairSharing(enable=False)
+    return parse_fair_sharing(item["fairSharing"], f"Configuration {where}")
+
+
+def _fair_weight(ctx: _Ctx, spec: Mapping[str, Any]) -> float:
+    fs = ctx.mapping(spec.get("fairSharing"), "spec.fairSharing")
+    ctx.warn_unknown(fs, {"weight"}, "spec.fairSharing")
+    if fs.get("weight") is None:
+        return 1.0
+    try:
+        weight = parse_decimal(fs["weight"])
+    except ValueError as exc:
+        raise ctx.fail("spec.fairSharing.weight", str(exc)) from None
+    if weight < 0:
+        raise ctx.fail("spec.fairSharing.weight", "must be non-negative")
+    return float(weight)
 
 
 def _selector(ctx: _Ctx, raw: Any, path: str) -> LabelSelector:
@@ -431,6 +495,7 @@ def _cluster_queue(ctx: _Ctx, name: str, spec: Mapping[str, Any]) -> ClusterQueu
             preference=preference,
         ),
         stop_policy=ctx.enum(spec.get("stopPolicy"), ("None", "Hold", "HoldAndDrain"), "spec.stopPolicy", "None"),
+        fair_weight=_fair_weight(ctx, spec),
     )
 
 
@@ -442,7 +507,7 @@ def _cohort(ctx: _Ctx, name: str, spec: Mapping[str, Any]) -> Cohort:
         if parent == name:
             raise ctx.fail("spec.parentName", "a Cohort cannot be its own parent")
     groups = _resource_groups(ctx, spec.get("resourceGroups"), "spec.resourceGroups", has_parent=parent is not None)
-    return Cohort(name=name, parent=parent, resource_groups=groups)
+    return Cohort(name=name, parent=parent, resource_groups=groups, fair_weight=_fair_weight(ctx, spec))
 
 
 def _local_queue(ctx: _Ctx, name: str, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> LocalQueue:

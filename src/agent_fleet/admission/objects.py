@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 __all__ = [
     "BEST_EFFORT_FIFO",
     "STRICT_FIFO",
+    "FAIR_SHARING_STRATEGIES",
+    "LESS_THAN_INITIAL_SHARE",
+    "LESS_THAN_OR_EQUAL_TO_FINAL_SHARE",
     "ClusterQueue",
     "Cohort",
+    "FairSharing",
     "FlavorFungibility",
     "FlavorQuotas",
     "KueueObjects",
@@ -30,6 +34,16 @@ __all__ = [
 
 STRICT_FIFO = "StrictFIFO"
 BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+# Kueue's fair-sharing preemption strategies (KEP-1714 rules S2-a and S2-b).
+LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+# The orders Kueue's configuration validation accepts; an empty list means the last one.
+FAIR_SHARING_STRATEGIES = (
+    (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,),
+    (LESS_THAN_INITIAL_SHARE,),
+    (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE),
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +86,15 @@ class FlavorFungibility:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FairSharing:
+    """Kueue's manager-level ``fairSharing`` setting: when enabled, heads are ordered by dominant
+    resource share and preemption in a cohort follows the share-based strategies."""
+
+    enable: bool = False
+    preemption_strategies: tuple[str, ...] = FAIR_SHARING_STRATEGIES[2]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LabelSelector:
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
@@ -109,6 +132,7 @@ class ClusterQueue:
     namespace_selector: LabelSelector | None = field(default_factory=LabelSelector)
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
     stop_policy: str = "None"
+    fair_weight: float = 1.0  # spec.fairSharing.weight
 
     def quota_of(self, flavor: str, resource: str) -> ResourceQuota | None:
         for group in self.resource_groups:
@@ -128,6 +152,7 @@ class Cohort:
     name: str
     parent: str | None = None
     resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_weight: float = 1.0  # spec.fairSharing.weight
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,6 +193,8 @@ class KueueObjects:
     cohorts: Mapping[str, Cohort] = field(default_factory=dict)
     priority_classes: Mapping[str, WorkloadPriorityClass] = field(default_factory=dict)
     namespaces: Mapping[str, Namespace] = field(default_factory=dict)
+    # From a Kueue ``Configuration`` object among the objects; None when there is none.
+    fair_sharing: FairSharing | None = None
     warnings: tuple[str, ...] = ()
 
     def namespace_labels(self, namespace: str) -> dict[str, str]:

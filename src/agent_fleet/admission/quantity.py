@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
-__all__ = ["format_quantity", "parse_quantity"]
+__all__ = ["format_quantity", "parse_decimal", "parse_quantity"]
 
 _SUFFIX = {
     "n": Decimal("1e-9"),
@@ -42,6 +42,12 @@ def _scale(resource: str) -> int:
 
 def parse_quantity(resource: str, value: object) -> int:
     """The integer count Kueue uses for ``value`` of ``resource``; ValueError when malformed."""
+    number = parse_decimal(value)
+    return int((number * _scale(resource)).to_integral_value(rounding=ROUND_CEILING))
+
+
+def parse_decimal(value: object) -> Decimal:
+    """The exact number a quantity spells (``0.99``, ``500m``, ``2Ki``); ValueError when malformed."""
     if isinstance(value, bool) or value is None:
         raise ValueError(f"not a quantity: {value!r}")
     if isinstance(value, int):
@@ -68,7 +74,7 @@ def parse_quantity(resource: str, value: object) -> int:
         raise ValueError(f"not a quantity: {value!r}")
     if not number.is_finite() or abs(number) > _LIMIT:
         raise ValueError(f"quantity out of range: {value!r}")
-    return int((number * _scale(resource)).to_integral_value(rounding=ROUND_CEILING))
+    return number
 
 
 def format_quantity(resource: str, count: int) -> str:

@@ -6,6 +6,18 @@ the clock: at each instant, finishes are applied first (explicit events in file 
 then runtimes in name order), then creations in file order, then cycles run until a fixed
 point. A workload with a ``runtime`` finishes that long after its (last) admission; a
 preemption restarts its runtime.
+
+Fair sharing. SPEC.md's scenario format takes one more, optional, top-level key, spelled as in
+Kueue's manager configuration::
+
+    fairSharing: {enable: true, preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}
+
+``preemptionStrategies`` is one of ``[LessThanOrEqualToFinalShare]``, ``[LessThanInitialShare]``
+or both in that order (the default when omitted or empty). The same setting may come as a Kueue
+``Configuration`` object (``apiVersion: config.kueue.x-k8s.io/v1beta1``) among ``objects``; the
+top-level key wins. With fair sharing enabled, each ClusterQueue's and Cohort's
+``spec.fairSharing.weight`` (default 1) weighs its dominant resource share, heads are ordered by
+share, and preemption in a cohort follows the strategies, with reason ``InCohortFairSharing``.
 """
 
 from __future__ import annotations
@@ -21,8 +33,8 @@ from typing import Any
 import yaml
 
 from agent_fleet.admission.controller import AdmissionController
-from agent_fleet.admission.kueue import MAX_TEXT_BYTES, load_kueue_yaml
-from agent_fleet.admission.objects import KueueObjects
+from agent_fleet.admission.kueue import MAX_TEXT_BYTES, load_kueue_yaml, parse_fair_sharing
+from agent_fleet.admission.objects import FairSharing, KueueObjects
 from agent_fleet.admission.workload import Workload
 from agent_fleet.clock import VirtualClock
 from agent_fleet.errors import ConfigError
@@ -43,6 +55,7 @@ class Scenario:
     objects: KueueObjects
     workloads: tuple[ScenarioWorkload, ...]
     finishes: tuple[tuple[float, str], ...] = ()
+    fair_sharing: FairSharing | None = None  # None: as the objects say (off without a Configuration)
 
 
 @dataclass(slots=True)
@@ -96,8 +109,9 @@ def parse_scenario(data: Any) -> Scenario:
     if not isinstance(data, Mapping):
         raise ConfigError("scenario: must be a mapping with objects and workloads")
     for key in data:
-        if key not in ("objects", "workloads", "events"):
-            raise ConfigError(f"scenario: unknown key {key!r} (expected objects, workloads, events)")
+        if key not in ("objects", "workloads", "events", "fairSharing"):
+            raise ConfigError(f"scenario: unknown key {key!r} (expected objects, workloads, events, fairSharing)")
+    fair_sharing = parse_fair_sharing(data["fairSharing"], "scenario") if "fairSharing" in data else None
     raw_objects = data.get("objects") or []
     if not isinstance(raw_objects, list):
         raise ConfigError("scenario: objects: must be a list")
@@ -167,7 +181,7 @@ def parse_scenario(data: Any) -> Scenario:
         if at < created[target]:
             raise ConfigError(f"{where}: at: before workload {target!r} is created")
         finishes.append((at, str(target)))
-    return Scenario(objects=objects, workloads=tuple(workloads), finishes=tuple(finishes))
+    return Scenario(objects=objects, workloads=tuple(workloads), finishes=tuple(finishes), fair_sharing=fair_sharing)
 
 
 def _t(value: float) -> float | int:
@@ -176,7 +190,7 @@ def _t(value: float) -> float | int:
 
 def simulate(scenario: Scenario, *, record_timeline: bool = True) -> SimulationResult:
     clock = VirtualClock()
-    controller = AdmissionController(scenario.objects, clock, with_metrics=False)
+    controller = AdmissionController(scenario.objects, clock, with_metrics=False, fair_sharing=scenario.fair_sharing)
     result = SimulationResult(warnings=scenario.objects.warnings)
     runtimes = {sw.workload.name: sw.runtime for sw in scenario.workloads}
     order = itertools.count()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_fleet.admission import AdmissionController, Workload, parse_objects
+from agent_fleet.admission.objects import FairSharing
 from agent_fleet.clock import VirtualClock
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -24,22 +25,15 @@ def cq(
     strategy: str | None = None,
     preemption: dict[str, Any] | None = None,
     selector: dict[str, Any] | None = None,
+    weight: Any = None,
+    groups: list[dict[str, Any]] | None = None,
+    fungibility: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``quotas``: resource -> nominal, or (nominal, borrowingLimit, lendingLimit) with None for unset."""
-    resources = []
-    for res, q in quotas.items():
-        nominal, borrowing, lending = q if isinstance(q, tuple) else (q, None, None)
-        entry: dict[str, Any] = {"name": res, "nominalQuota": nominal}
-        if borrowing is not None:
-            entry["borrowingLimit"] = borrowing
-        if lending is not None:
-            entry["lendingLimit"] = lending
-        resources.append(entry)
+    """``quotas``: resource -> nominal, or (nominal, borrowingLimit, lendingLimit) with None for unset.
+    ``groups`` (from :func:`group`) replaces the one-flavor resource group ``quotas`` builds."""
     spec: dict[str, Any] = {
         "namespaceSelector": selector if selector is not None else {},
-        "resourceGroups": [
-            {"coveredResources": list(quotas), "flavors": [{"name": flavor_name, "resources": resources}]}
-        ],
+        "resourceGroups": groups if groups is not None else ([group({flavor_name: quotas})] if quotas else []),
     }
     if cohort:
         spec["cohortName"] = cohort
@@ -47,7 +41,42 @@ def cq(
         spec["queueingStrategy"] = strategy
     if preemption:
         spec["preemption"] = preemption
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
+    if fungibility:
+        spec["flavorFungibility"] = fungibility
     return {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def group(flavors: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One resource group: flavor -> {resource: nominal | (nominal, borrowingLimit, lendingLimit)}."""
+    covered = list(next(iter(flavors.values())))
+    out = []
+    for fname, quotas in flavors.items():
+        resources = []
+        for res, q in quotas.items():
+            nominal, borrowing, lending = q if isinstance(q, tuple) else (q, None, None)
+            entry: dict[str, Any] = {"name": res, "nominalQuota": nominal}
+            if borrowing is not None:
+                entry["borrowingLimit"] = borrowing
+            if lending is not None:
+                entry["lendingLimit"] = lending
+            resources.append(entry)
+        out.append({"name": fname, "resources": resources})
+    return {"coveredResources": covered, "flavors": out}
+
+
+def cohort(
+    name: str, quotas: dict[str, Any] | None = None, *, parent: str | None = None, weight: Any = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if parent:
+        spec["parentName"] = parent
+    if quotas:
+        spec["resourceGroups"] = [group({"default": quotas})]
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
+    return {"apiVersion": API, "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
 
 
 def lq(name: str, cluster_queue: str, namespace: str = "default") -> dict[str, Any]:
@@ -62,7 +91,7 @@ def lq(name: str, cluster_queue: str, namespace: str = "default") -> dict[str, A
 class Harness:
     """A controller on a virtual clock; every ClusterQueue gets a LocalQueue of the same name."""
 
-    def __init__(self, objects: list[dict[str, Any]]) -> None:
+    def __init__(self, objects: list[dict[str, Any]], *, fair_sharing: FairSharing | None = None) -> None:
         items = list(objects)
         names = [o["metadata"]["name"] for o in items if o["kind"] == "ClusterQueue"]
         if not any(o["kind"] == "ResourceFlavor" for o in items):
@@ -78,6 +107,7 @@ class Harness:
             self.clock,
             on_admit=lambda w: self.admits.append(w.name),
             on_preempt=lambda w, reason, by: self.preempts.append((w.name, by.name, reason)),
+            fair_sharing=fair_sharing,
         )
 
     def submit(
@@ -92,6 +122,18 @@ class Harness:
         self.submit(name, queue, priority=priority, **requests)
         self.settle()
         assert name in self.ctl.admitted(), f"{name} was not admitted: {self.ctl.pending()}"
+
+    def reserve(
+        self, name: str, queue: str, *, priority: int = 0, flavor_name: str = "default", **requests: Any
+    ) -> None:
+        """Put a workload in ``queue``'s ClusterQueue as already admitted now, whatever the quota
+        says (Kueue's tests build their state with SimpleReserveQuota the same way)."""
+        self.submit(name, queue, priority=priority, **requests)
+        info = self.ctl.workloads[name]
+        self.ctl.queues.delete(info)
+        info.usage = {(flavor_name, r): v for r, v in info.requests.items() if r != "pods"}
+        info.admitted_at = self.clock.now()
+        self.ctl.cache.add_workload(info)
 
     def settle(self) -> None:
         self.ctl.settle()

@@ -28,7 +28,7 @@ class ClusterQueueNode(QuotaNode):
     __slots__ = ("group_of", "spec", "workloads")
 
     def __init__(self, spec: ClusterQueue) -> None:
-        super().__init__(spec.name, is_cq=True)
+        super().__init__(spec.name, is_cq=True, fair_weight=spec.fair_weight)
         self.spec = spec
         self.workloads: dict[str, WorkloadInfo] = {}
         self.group_of: dict[str, ResourceGroup] = {}
@@ -55,9 +55,9 @@ class Cache:
         node = self.cohorts.get(name)
         if node is None:
             # A name referenced but not defined is an implicit Cohort without quota of its own.
-            node = QuotaNode(name, is_cq=False)
-            self.cohorts[name] = node
             spec = self.objects.cohorts.get(name)
+            node = QuotaNode(name, is_cq=False, fair_weight=spec.fair_weight if spec is not None else 1.0)
+            self.cohorts[name] = node
             if spec is not None:
                 for group in spec.resource_groups:
                     for fq in group.flavors:

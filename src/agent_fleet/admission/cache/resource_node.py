@@ -42,11 +42,26 @@ Journal = list[tuple[Any, Any, Any]]
 
 
 class QuotaNode:
-    __slots__ = ("child_cohorts", "child_cqs", "is_cq", "name", "parent", "quotas", "subtree_quota", "usage")
+    __slots__ = (
+        "child_cohorts",
+        "child_cqs",
+        "fair_weight",
+        "is_cq",
+        "lendable",
+        "name",
+        "parent",
+        "quotas",
+        "subtree_quota",
+        "usage",
+    )
 
-    def __init__(self, name: str, *, is_cq: bool) -> None:
+    def __init__(self, name: str, *, is_cq: bool, fair_weight: float = 1.0) -> None:
         self.name = name
         self.is_cq = is_cq
+        self.fair_weight = fair_weight
+        # Per resource name, what this node could ever lend (fair sharing's denominator); it
+        # depends on quotas only, so it is computed once per configuration.
+        self.lendable: dict[str, int] | None = None
         self.parent: QuotaNode | None = None
         self.quotas: dict[FlavorResource, ResourceQuota] = {}
         self.subtree_quota: dict[FlavorResource, int] = {}

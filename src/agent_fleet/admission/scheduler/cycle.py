@@ -4,7 +4,8 @@
 2. Open a snapshot of the cache (changes are journaled and undone in step 6).
 3. Nominate: check the namespace, assign flavors, and find preemption targets when the
    head needs them.
-4. Order the entries: no borrowing first, then priority, then age.
+4. Order the entries: no borrowing first, then priority, then age; under fair sharing, a
+   tournament on dominant resource shares picks each next entry (:mod:`.fair_order`).
 5. Process each entry against the usage already assumed in this cycle: admit it, issue
    its preemptions, reserve capacity for it, or skip it.
 6. Roll the snapshot back and commit: admitted workloads enter the cache.
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 
 from agent_fleet.admission.cache.cache import Cache, ClusterQueueNode, Snapshot
 from agent_fleet.admission.cache.resource_node import available
-from agent_fleet.admission.objects import KueueObjects
+from agent_fleet.admission.objects import FairSharing, KueueObjects
 from agent_fleet.admission.queue import (
     FAILED_AFTER_NOMINATION,
     GENERIC,
@@ -34,6 +35,8 @@ from agent_fleet.admission.queue import (
     QueueManager,
 )
 from agent_fleet.admission.scheduler import flavor_assigner as fa
+from agent_fleet.admission.scheduler.fair_order import fair_order
+from agent_fleet.admission.scheduler.fair_preemption import get_fair_targets
 from agent_fleet.admission.scheduler.ordering import entry_order
 from agent_fleet.admission.scheduler.preemption import Target, get_targets
 from agent_fleet.admission.workload import FlavorResource, WorkloadInfo
@@ -95,11 +98,14 @@ class _Entry:
 
 
 class Scheduler:
-    def __init__(self, cache: Cache, queues: QueueManager, clock: Clock) -> None:
+    def __init__(
+        self, cache: Cache, queues: QueueManager, clock: Clock, *, fair_sharing: FairSharing | None = None
+    ) -> None:
         self.cache = cache
         self.queues = queues
         self.clock = clock
         self.cycles = 0
+        self.fair_sharing = fair_sharing if fair_sharing is not None and fair_sharing.enable else None
 
     def schedule(self) -> CycleResult:
         self.cycles += 1
@@ -113,11 +119,12 @@ class Scheduler:
         entries, inadmissible = self._nominate(heads, snapshot)
         # 4. Order.
         entries.sort(key=lambda e: entry_order(e.assignment.borrowing, e.info))
+        ordered = fair_order(entries, snapshot) if self.fair_sharing is not None else iter(entries)
         # 5. Process.
         admitted: list[Admitted] = []
         preempted: list[Preempted] = []
         victims: dict[str, WorkloadInfo] = {}
-        for entry in entries:
+        for entry in ordered:
             self._process(entry, snapshot, victims, admitted, preempted)
         # 6. Roll back and commit.
         snapshot.rollback()
@@ -168,6 +175,17 @@ class Scheduler:
         objects: KueueObjects = self.cache.objects
         entries: list[_Entry] = []
         inadmissible: list[_Entry] = []
+        fair = self.fair_sharing
+
+        def find(
+            info: WorkloadInfo,
+            cq: ClusterQueueNode,
+            requests: dict[FlavorResource, int],
+            frs: frozenset[FlavorResource],
+        ) -> list[Target]:
+            if fair is not None:
+                return get_fair_targets(info, cq, requests, frs, snapshot, fair.preemption_strategies)
+            return get_targets(info, cq, requests, frs, snapshot)
 
         # Targets for the same head and request on an unchanged snapshot are the same: the
         # oracle's answer for a one-resource request is reused for the nomination itself.
@@ -181,10 +199,10 @@ class Scheduler:
         ) -> list[Target]:
             key = (info.name, frozenset(requests.items()))
             if frs != frozenset(requests):
-                return get_targets(info, cq, requests, frs, snapshot)
+                return find(info, cq, requests, frs)
             found = memo.get(key)
             if found is None:
-                found = memo[key] = get_targets(info, cq, requests, frs, snapshot)
+                found = memo[key] = find(info, cq, requests, frs)
             return list(found)
 
         def oracle(cq: ClusterQueueNode, info: WorkloadInfo, fr: FlavorResource, value: int) -> tuple[int, int]:
@@ -202,7 +220,7 @@ class Scheduler:
                 )
                 inadmissible.append(entry)
                 continue
-            assignment = fa.assign_flavors(cq, info, oracle)
+            assignment = fa.assign_flavors(cq, info, oracle, fair=fair is not None)
             entry = _Entry(info, cq, assignment)
             if assignment.mode == fa.PREEMPT:
                 entry.targets = targets_for(info, cq, assignment.usage, assignment.needs_preemption())

@@ -112,7 +112,7 @@ def _try_next(mode: tuple[int, int], fungibility: FlavorFungibility) -> bool:
 
 
 def _fits_resource_quota(
-    cq: ClusterQueueNode, info: WorkloadInfo, fr: FlavorResource, value: int, oracle: Oracle
+    cq: ClusterQueueNode, info: WorkloadInfo, fr: FlavorResource, value: int, oracle: Oracle, fair: bool
 ) -> tuple[int, int, str, str]:
     """(granular mode, borrowing level, no-fit reason, message) for one flavor-resource."""
     max_capacity = potential_available(cq, fr)
@@ -128,7 +128,11 @@ def _fits_resource_quota(
     if value <= free:
         return G_FIT, borrow, "", ""
     message = f"insufficient unused quota for {fr[1]} in flavor {fr[0]}, {value - free} more needed"
-    can_preempt_while_borrowing = cq.spec.preemption.borrow_within_cohort != "Never"
+    preemption = cq.spec.preemption
+    # Under fair sharing, reclaiming in the cohort may leave the queue borrowing.
+    can_preempt_while_borrowing = preemption.borrow_within_cohort != "Never" or (
+        fair and preemption.reclaim_within_cohort != "Never"
+    )
     if cq.nominal(fr) >= value or may_reclaim_in_hierarchy or can_preempt_while_borrowing:
         mode, borrow_after = oracle(cq, info, fr, value)
         return mode, borrow_after, ("" if mode != G_NO_FIT else WAITING_FOR_QUOTA), message
@@ -136,7 +140,12 @@ def _fits_resource_quota(
 
 
 def _assign_group(
-    cq: ClusterQueueNode, info: WorkloadInfo, group: ResourceGroup, requests: dict[str, int], oracle: Oracle
+    cq: ClusterQueueNode,
+    info: WorkloadInfo,
+    group: ResourceGroup,
+    requests: dict[str, int],
+    oracle: Oracle,
+    fair: bool,
 ) -> tuple[dict[str, tuple[str, int, int]] | None, tuple[int, int], str, list[str]]:
     """Best flavor for the resources of one group: ({resource: (flavor, mode, borrow)}, mode, reason, messages)."""
     fungibility = cq.spec.flavor_fungibility
@@ -149,7 +158,7 @@ def _assign_group(
         chosen: dict[str, tuple[str, int, int]] = {}
         for resource, value in requests.items():
             fr = (fq.name, resource)
-            gmode, borrow, why, message = _fits_resource_quota(cq, info, fr, value, oracle)
+            gmode, borrow, why, message = _fits_resource_quota(cq, info, fr, value, oracle, fair)
             if message:
                 messages.append(message)
             if _SEVERITY[why] > _SEVERITY[reason]:
@@ -167,7 +176,7 @@ def _assign_group(
     return best, best_mode, reason, messages
 
 
-def assign_flavors(cq: ClusterQueueNode, info: WorkloadInfo, oracle: Oracle) -> Assignment:
+def assign_flavors(cq: ClusterQueueNode, info: WorkloadInfo, oracle: Oracle, *, fair: bool = False) -> Assignment:
     """Step 3 of a cycle for one head: flavors and mode (Fit / Preempt / NoFit)."""
     requests = {r: v for r, v in info.requests.items() if r != "pods"}
     if "pods" in cq.group_of:
@@ -186,7 +195,7 @@ def assign_flavors(cq: ClusterQueueNode, info: WorkloadInfo, oracle: Oracle) -> 
             result.messages.append(f"resource {resource} unavailable in ClusterQueue")
             return result
         group_requests = {r: v for r, v in requests.items() if r in group.covered_resources}
-        chosen, _, reason, messages = _assign_group(cq, info, group, group_requests, oracle)
+        chosen, _, reason, messages = _assign_group(cq, info, group, group_requests, oracle, fair)
         result.messages.extend(messages)
         if chosen is None or len(chosen) < len(group_requests):
             result.mode = NO_FIT

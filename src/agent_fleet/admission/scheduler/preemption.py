@@ -38,7 +38,9 @@ __all__ = [
     "IN_COHORT_FAIR_SHARING",
     "IN_COHORT_RECLAIM_WHILE_BORROWING",
     "IN_COHORT_RECLAMATION",
+    "Context",
     "Target",
+    "fill_back",
     "get_targets",
     "satisfies_policy",
 ]
@@ -81,7 +83,7 @@ def satisfies_policy(preemptor: WorkloadInfo, candidate: WorkloadInfo, policy: s
     return policy == "Any"
 
 
-class _Context:
+class Context:
     __slots__ = ("cq", "frs", "preemptor", "requests", "snapshot")
 
     def __init__(
@@ -196,7 +198,7 @@ def get_targets(
 
     The snapshot is left exactly as it was found.
     """
-    ctx = _Context(preemptor, cq, requests, frs_need_preemption, snapshot)
+    ctx = Context(preemptor, cq, requests, frs_need_preemption, snapshot)
     same_queue = ctx.from_cq(cq, None, False) if cq.spec.preemption.within_cluster_queue != "Never" else []
     hierarchy, priority = ctx.hierarchical()
 
@@ -225,14 +227,14 @@ def get_targets(
             snapshot.remove_workload(candidate.info)
             targets.append(Target(candidate.info, _REASON[candidate.variant]))
             if ctx.fits(allow_borrowing):
-                targets = _fill_back(ctx, targets, allow_borrowing)
+                targets = fill_back(ctx, targets, allow_borrowing)
                 snapshot.rollback(mark)
                 return targets
         snapshot.rollback(mark)
     return []
 
 
-def _fill_back(ctx: _Context, targets: list[Target], allow_borrowing: bool) -> list[Target]:
+def fill_back(ctx: Context, targets: list[Target], allow_borrowing: bool) -> list[Target]:
     """Add victims back, newest removal first (the last one stays), while the head still fits."""
     for i in range(len(targets) - 2, -1, -1):
         ctx.snapshot.add_workload(targets[i].victim)
