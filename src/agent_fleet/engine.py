@@ -12,6 +12,7 @@ finishes every session that did not end, and aggregates again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import time
@@ -47,6 +48,7 @@ from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
 from agent_fleet.spend.providers import build_provider
+from agent_fleet.workforce import Workforce
 
 __all__ = [
     "Engine",
@@ -60,6 +62,8 @@ __all__ = [
     "plan_run",
     "resume",
 ]
+
+_logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +87,7 @@ class RunOptions:
     max_tokens: int = 4096  # per model call
     max_attempts: int = 3
     agent_cmd: str | None = None
+    agent_format: str = "jsonl"  # how a CLI agent's stdout is read: jsonl | claude | codex | aider
     config_path: str | None = None
     embedder: str = "auto"  # auto | lexical | minilm
 
@@ -161,10 +166,12 @@ class Engine:
         gateway: Gateway,
         clock: Clock | None = None,
         slots_for: Callable[[RunOptions], SessionSlots] | None = None,
+        workforce: Workforce | None = None,
     ) -> None:
         self.log = log
         self.gateway = gateway
         self.clock = clock or RealClock()
+        self.workforce = workforce  # worker pool, hands, CLI agents; closed by shutdown()
         self._slots_for = slots_for or self.default_slots
         self._live = _Live()
         self._closed = False
@@ -226,17 +233,20 @@ class Engine:
         todo = [(sid, p) for sid, p in by_sid.items() if sid not in records or not records[sid].state.terminal]
         root = plan.input_path if plan.kind is InputKind.DIRECTORY else None
         slots = self._slots_for(options)
+        base = DispatchOptions(
+            session_timeout=options.timeout,
+            max_attempts=options.max_attempts,
+            limits=Limits(max_turns=options.max_turns),
+        )
+        wf = self.workforce
+        parts = wf.dispatch_parts(base, sessions=len(todo), root=root) if wf is not None else {"options": base}
         dispatcher = Dispatcher(
             log=self.log,
             gateway=self.gateway,
             hands_for=lambda p: self.hands_for(p, root),
             slots=slots,
             clock=self.clock,
-            options=DispatchOptions(
-                session_timeout=options.timeout,
-                max_attempts=options.max_attempts,
-                limits=Limits(max_turns=options.max_turns),
-            ),
+            **parts,
         )
         self._live.dispatcher = dispatcher
         watcher = _BudgetWatcher(self, run_id, slots)
@@ -257,6 +267,8 @@ class Engine:
         return dispatcher.stats
 
     def hands_for(self, partition: Partition, root: str | None) -> Hands:
+        if self.workforce is not None:
+            return self.workforce.hands_for(partition, root)
         if partition.kind is InputKind.DIRECTORY and root is not None:
             return PartitionFiles(root, partition.items)
         return _NoHands()
@@ -311,6 +323,11 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        if self.workforce is not None:
+            try:
+                await self.workforce.aclose()
+            except Exception:  # the gateway and the store must close all the same
+                _logger.exception("closing the workforce failed")
         close = getattr(self.gateway, "aclose", None)
         if close is not None:
             await close()
@@ -349,12 +366,15 @@ class _BudgetWatcher:
     """
 
     TICK = 0.5
+    SLACK = 2.0  # seconds: a pause recorded this soon after a raise may have been decided before it
 
     def __init__(self, engine: Engine, run_id: str, slots: SessionSlots) -> None:
         self._engine = engine
         self._run_id = run_id
         self._slots = slots
         self._seen: dict[str, int] = {}
+        self._raised_at: dict[str, float] = {}  # scope (run or session) → wall time of its last raise
+        self._sent_back: dict[str, float] = {}  # session → the raise it was last sent back in for
 
     async def store_snapshot(self) -> None:
         """Admission state for ``agent-fleet queues``."""
@@ -373,21 +393,15 @@ class _BudgetWatcher:
             apply_budget_event(self._engine.gateway, ev.session_id, ev.data)
             self._seen[ev.session_id] = max(self._seen.get(ev.session_id, 0), ev.seq)
 
-    async def _new_raises(self, paused: list[str]) -> set[str] | None:
-        """Apply raises that arrived since the last tick; the sessions they may unblock (None: all)."""
+    async def _apply_new_raises(self, paused: list[str]) -> None:
+        """Apply raises that arrived since the last tick, noting when each scope was last raised."""
         log = self._engine.log
-        unblocked: set[str] = set()
-        run_wide = False
         for sid in [self._run_id, *paused]:
             for ev in await log.get_events(sid, after=self._seen.get(sid, 0)):
                 self._seen[sid] = ev.seq
                 if ev.type == EventType.BUDGET_RAISED:
                     apply_budget_event(self._engine.gateway, sid, ev.data)
-                    if sid == self._run_id:
-                        run_wide = True
-                    else:
-                        unblocked.add(sid)
-        return None if run_wide else unblocked
+                    self._raised_at[sid] = time.time()
 
     async def poll_until(
         self,
@@ -406,17 +420,28 @@ class _BudgetWatcher:
             ]
             if not paused:
                 continue
-            unblocked = await self._new_raises(paused)
-            again = [sid for sid in paused if unblocked is None or sid in unblocked]
-            again = [sid for sid in again if await self._paused_on_budget(sid)]
+            await self._apply_new_raises(paused)
+            again = [sid for sid in paused if await self._unblocked(sid)]
             if again:
                 dispatcher.stats.paused -= len(again)
                 runs.append(tg.create_task(dispatcher.run([(sid, partitions[sid]) for sid in again])))
 
-    async def _paused_on_budget(self, sid: str) -> bool:
+    async def _unblocked(self, sid: str) -> bool:
+        """A session paused on budget goes back in once after each raise that may cover it.
+
+        A session may decide to pause under the old cap and record it just after a raise was
+        applied, so any pause recorded up to a little after the raise counts as covered; a session
+        sent back in needlessly pauses again without a model call.
+        """
+        raised = max(self._raised_at.get(sid, 0.0), self._raised_at.get(self._run_id, 0.0))
+        if not raised or self._sent_back.get(sid, 0.0) >= raised:
+            return False
         for ev in reversed(await self._engine.log.get_events(sid)):
             if ev.type == EventType.SESSION_PAUSED:
-                return ev.data.get("reason") == "budget"
+                if ev.data.get("reason") != "budget" or ev.time > raised + self.SLACK:
+                    return False
+                self._sent_back[sid] = raised
+                return True
         return False
 
 
@@ -484,7 +509,24 @@ async def open_engine(
     except BaseException:
         await log.close()
         raise
-    engine = Engine(log=log, gateway=gateway, clock=clock, slots_for=(lambda _o: slots) if slots else None)
+    try:  # reaps what a dead engine left before anything new starts (resume after kill -9)
+        workforce = await Workforce.open(
+            run_id=run_id,
+            config_path=options.config_path,
+            gateway=gateway,
+            log=log,
+            clock=clock,
+            agent_cmd=options.agent_cmd,
+            agent_format=options.agent_format,
+            timeout=options.timeout,
+        )
+    except BaseException:
+        await gateway.aclose()
+        await log.close()
+        raise
+    engine = Engine(
+        log=log, gateway=gateway, clock=clock, slots_for=(lambda _o: slots) if slots else None, workforce=workforce
+    )
     try:
         yield engine
     finally:

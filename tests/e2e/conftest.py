@@ -73,3 +73,15 @@ def write_lines(path: Path, n: int) -> Path:
     lines = [f"https://{hosts[i % len(hosts)]}/{words[i % len(words)]}/page-{i}" for i in range(n)]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+@pytest.fixture(scope="module")
+def slow_url() -> Iterator[str]:
+    """Half a second a call: a 200-session run lasts long enough to be killed five times."""
+    with sim_provider_process(SimConfig(latency=LogNormalLatency(median=0.5, sigma=0.2), seed=5)) as url:
+        yield url
+
+
+@pytest.fixture
+def slow_cli(tmp_path: Path, slow_url: str) -> Cli:
+    return Cli(cwd=tmp_path, base_url=slow_url, store=f"sqlite:///{tmp_path / 'fleet.db'}")

@@ -10,29 +10,13 @@ import asyncio
 import json
 import random
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agent_fleet.domain.events import EventType
 from agent_fleet.session import open_store
-from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
 
 from .conftest import Cli, write_lines
-
-
-@pytest.fixture(scope="module")
-def slow_url() -> Iterator[str]:
-    """Half a second a call: a 200-session run lasts long enough to be killed five times."""
-    with sim_provider_process(SimConfig(latency=LogNormalLatency(median=0.5, sigma=0.2), seed=5)) as url:
-        yield url
-
-
-@pytest.fixture
-def slow_cli(tmp_path: Path, slow_url: str) -> Cli:
-    return Cli(cwd=tmp_path, base_url=slow_url, store=f"sqlite:///{tmp_path / 'fleet.db'}")
 
 
 def _results(summary: dict[str, Any]) -> list[tuple[Any, ...]]:
