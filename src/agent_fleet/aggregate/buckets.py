@@ -25,7 +25,9 @@ class BucketIVF:
     def __init__(self, leaders: np.ndarray, positions: np.ndarray, *, nprobe: int, seed: int = 0) -> None:
         n, d = leaders.shape
         self.nlist = max(16, min(n, int(2 * math.sqrt(n))))
-        self.nprobe = min(nprobe, self.nlist)
+        # More, smaller cells as the leaders grow: probe a fixed share of them (1/64) so the chance
+        # that a near-copy sits in an unprobed neighbour does not grow with the run.
+        self.nprobe = min(max(nprobe, self.nlist // 64), self.nlist)
         rng = np.random.default_rng(seed)
         self.centroids = np.ascontiguousarray(leaders[np.sort(rng.choice(n, self.nlist, replace=False))])
         self._mats: list[np.ndarray] = [np.empty((0, d), dtype=np.float32) for _ in range(self.nlist)]
