@@ -10,6 +10,13 @@ rate_limit: {baseline_concurrency: 50, tokens_per_minute: null}
 guards: {max_turns: 60, repeated_tool_calls: 5, no_progress_turns: 12}
 prices: {my-model: {input: 0.4, output: 1.6, cached_input: 0.1}}   # $/MTok, over the built-in table
 queues: kueue.yaml            # or inline Kueue v1beta2 objects (parsed by the admission plane)
+mcp_servers:                  # MCP servers shared by the fleet through one client pool
+  github: {command: github-mcp, args: [stdio], env: {GITHUB_TOKEN: "${GITHUB_TOKEN}"}}
+hands:                        # what sessions work with
+  tools: {all: [github__search_code], directory: [run_command]}   # extra toolsets by input kind
+  files: direct               # direct | sandbox (file tools read the session's own sandbox)
+  sandbox_root: null          # default: agent-fleet-<uid> under the system temp directory
+dispatch: {workers: null, hung_after_s: 600, breaker_cooldown_s: 30}
 ```
 
 Every model refuses unknown keys, so a typo is an error, not a silent default. :func:`load_config`
@@ -31,7 +38,9 @@ __all__ = [
     "TIERS",
     "BudgetsConfig",
     "FleetConfig",
+    "DispatchConfig",
     "GuardsConfig",
+    "HandsConfig",
     "ModelConfig",
     "PriceOverride",
     "RateLimitConfig",
@@ -106,6 +115,40 @@ class PriceOverride(_Strict):
     cache_write: Decimal | None = Field(default=None, ge=0)
 
 
+class HandsConfig(_Strict):
+    """Tools and sandboxes. Tool names are built-in (``run_command``, ``fetch_url``, ...), an MCP server
+    (all its tools) or ``server__tool``."""
+
+    tools: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # input kind or "all" -> extra tools
+    files: Literal["direct", "sandbox"] = "direct"
+    sandbox_root: str | None = None
+    isolation: Literal["auto", "bwrap", "plain"] = "auto"
+    allow_network: bool = False  # for run_command sandboxes (CLI agents always reach the gateway)
+    cpu: float = Field(default=1.0, gt=0)  # requested cores per sandbox (limits are twice that)
+    memory: str = "512Mi"
+    allowed_hosts: tuple[str, ...] | None = None  # fetch_url egress; None: the partition's own hosts
+
+    @field_validator("tools")
+    @classmethod
+    def _kinds(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        known = {"all", "directory", "list", "jsonl", "csv", "none"}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown input kinds {unknown} (known: {', '.join(sorted(known))})")
+        return value
+
+
+class DispatchConfig(_Strict):
+    """The worker pool: how many execution slots, when a worker counts as hung, its breaker."""
+
+    workers: int | None = Field(default=None, ge=1)  # default: one per session plus spares
+    check_interval_s: float = Field(default=1.0, gt=0)
+    hung_after_s: float = Field(default=600.0, gt=0)  # busy without progress outside model calls
+    trip_after: int = Field(default=3, ge=1)  # consecutive failures that take a worker out
+    breaker_cooldown_s: float = Field(default=30.0, gt=0)  # before the half-open probe
+    max_reassignments: int = Field(default=10, ge=1)  # worker losses a session survives
+
+
 class FleetConfig(_Strict):
     models: tuple[ModelConfig, ...] = ()
     routing: RoutingConfig = RoutingConfig()
@@ -115,6 +158,10 @@ class FleetConfig(_Strict):
     prices: dict[str, PriceOverride] = Field(default_factory=dict)
     # A path to a Kueue YAML file, or the Kueue objects inline; the admission plane parses them.
     queues: str | list[dict[str, Any]] | None = None
+    # name -> {command, args, env, cwd} (stdio) or {url, headers} (HTTP); checked by the hands plane
+    mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    hands: HandsConfig = HandsConfig()
+    dispatch: DispatchConfig = DispatchConfig()
 
     @model_validator(mode="after")
     def _names(self) -> FleetConfig:

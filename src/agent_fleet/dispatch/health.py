@@ -233,6 +233,12 @@ class HealthMonitor:
         if self.breaker(worker_id) is BreakerState.HALF_OPEN:
             w.probe_in_flight = True
 
+    def abort_probe(self, worker_id: str) -> None:
+        """The probe's session went away without a verdict: the next assignment probes again."""
+        w = self._workers.get(worker_id)
+        if w is not None:
+            w.probe_in_flight = False
+
     def at_risk(self) -> list[str]:
         """Alive workers whose risk says: move queued work off them before they fail."""
         return sorted(

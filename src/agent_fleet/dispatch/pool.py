@@ -14,10 +14,14 @@ Invariants:
   reassignment never restarts a session from scratch.
 * The pool never raises for lack of capacity: :meth:`WorkerPool.acquire` returns None and the caller
   queues the session. A depleted pool means fewer concurrent sessions, not a failed run.
+* Idle workers (no session) are also kept in a heap by id, so the common assignment — least-loaded,
+  where every idle worker ties at utilisation 0 and the smallest id wins — touches only the idle
+  workers it skips instead of scanning the whole pool. It picks exactly what the full scan picks.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
@@ -94,18 +98,36 @@ class WorkerPool:
         self._running: dict[str, set[str]] = {}  # worker -> session ids
         self._leases: dict[str, Lease] = {}  # session -> current lease
         self._attempts: dict[str, int] = {}  # session -> last attempt handed out
+        self._idle: set[str] = set()  # workers with no session
+        self._idle_heap: list[str] = []  # the idle ids (and stale ones, skipped lazily)
+        self._multi = 0  # registered workers whose max_load is above 1
 
     # -- registry -----------------------------------------------------------------------------
     def register(self, spec: WorkerSpec) -> None:
+        old = self._specs.get(spec.worker_id)
+        if old is not None and old.max_load > 1:
+            self._multi -= 1
+        if spec.max_load > 1:
+            self._multi += 1
         self._specs[spec.worker_id] = spec
         self._running.setdefault(spec.worker_id, set())
+        if not self._running[spec.worker_id]:
+            self._mark_idle(spec.worker_id)
         if spec.worker_id not in self.health:
             self.health.add(spec.worker_id)
+
+    def _mark_idle(self, worker_id: str) -> None:
+        if worker_id not in self._idle:
+            self._idle.add(worker_id)
+            heapq.heappush(self._idle_heap, worker_id)
 
     def deregister(self, worker_id: str) -> list[Reassignment]:
         """Remove a worker; its sessions move to backups (or come back with lease None)."""
         moved = self._evacuate(worker_id, "dead", count_failure=False)
-        self._specs.pop(worker_id, None)
+        spec = self._specs.pop(worker_id, None)
+        if spec is not None and spec.max_load > 1:
+            self._multi -= 1
+        self._idle.discard(worker_id)
         self._running.pop(worker_id, None)
         self.health.remove(worker_id)
         return moved
@@ -145,6 +167,12 @@ class WorkerPool:
         """Assign a session to a worker, or None when no worker is free (queue it and retry)."""
         if session_id in self._leases:
             raise ValueError(f"session {session_id} already holds a lease")
+        if not required_skills:
+            idle = self._first_idle(model, tools, exclude)
+            if idle is not None:
+                return self._grant(session_id, idle)
+            if not self._multi:
+                return None  # every worker takes one session: no idle worker, no free slot
         cands = self._candidates(model, tools, exclude)
         pick = (
             capability_weighted(cands, required_skills, load_slack=self._load_slack)
@@ -155,6 +183,26 @@ class WorkerPool:
             return None
         return self._grant(session_id, pick.worker_id)
 
+    def _first_idle(self, model: str | None, tools: Collection[str], exclude: Collection[str]) -> str | None:
+        """The idle worker least-loaded selection would pick: the smallest admitting id."""
+        skipped: list[str] = []
+        pick: str | None = None
+        heap = self._idle_heap
+        while heap:
+            wid = heapq.heappop(heap)
+            if wid not in self._idle or (skipped and skipped[-1] == wid):
+                continue  # stale (busy or gone since it was pushed) or a duplicate entry
+            skipped.append(wid)
+            spec = self._specs[wid]
+            if wid in exclude or not spec.serves(model, tools) or not self.health.admits_work(wid):
+                continue
+            pick = wid
+            break
+        for wid in skipped:
+            if wid != pick:
+                heapq.heappush(heap, wid)
+        return pick
+
     def _grant(self, session_id: str, worker_id: str) -> Lease:
         probe = self.health.breaker(worker_id) is BreakerState.HALF_OPEN
         if probe:
@@ -164,6 +212,7 @@ class WorkerPool:
         lease = Lease(session_id, worker_id, attempt, probe, self._clock.now())
         self._leases[session_id] = lease
         self._running[worker_id].add(session_id)
+        self._idle.discard(worker_id)
         self.health.set_busy(worker_id, True)
         return lease
 
@@ -175,6 +224,8 @@ class WorkerPool:
         running = self._running.get(lease.worker_id)
         if running is not None:
             running.discard(lease.session_id)
+            if not running and lease.worker_id in self._specs:
+                self._mark_idle(lease.worker_id)
             if not running and lease.worker_id in self.health:
                 self.health.set_busy(lease.worker_id, False)
 
@@ -188,6 +239,16 @@ class WorkerPool:
             self.health.record_success(lease.worker_id, took)
         else:
             self.health.record_failure(lease.worker_id, took)
+        return True
+
+    def cancel(self, lease: Lease) -> bool:
+        """Give a lease back without judging its worker (the session was preempted, paused between
+        attempts, or its backup is not needed). False: the lease is stale."""
+        if not self.is_current(lease):
+            return False
+        self._drop(lease)
+        if lease.probe and lease.worker_id in self.health:
+            self.health.abort_probe(lease.worker_id)
         return True
 
     def fail(self, lease: Lease, *, reason: str = "failed", latency: float | None = None) -> Reassignment | None:

@@ -1,53 +1,156 @@
 """The dispatcher: run every session of a plan to an end, surviving failures.
 
-Each session is driven by one coroutine in a TaskGroup: take a slot, run a fresh harness on it
-(which resumes from the log), give the slot back. A failed or timed-out attempt is retried with
-a new harness that resumes from the log — never restarted from scratch, never run twice to
-completion; after ``max_attempts`` the session is failed for good. A preempted session is paused
-and goes back for a slot, keeping the work it had done.
+Admission decides *whether* a session may run (its slot); the worker pool decides *where* (a lease
+on a worker: the execution slot the session's harness runs on — a logical slot in this process
+today, a Ray actor tomorrow). Each session is driven by one coroutine: take a slot, take a lease,
+run an attempt on the leased worker, give both back. Every attempt wakes the session from its log,
+so a session is never restarted from scratch.
+
+What a failed attempt costs, by cause:
+
+* **crash** (the attempt raised) or **hung** (its worker made no progress for ``hung_after``): the
+  worker is charged a failure (``trip_after`` in a row open its breaker: it leaves the pool until a
+  half-open probe succeeds) and the session moves at once to a backup worker, keeping its admission
+  slot; after ``max_reassignments`` such losses the session fails for good;
+* **timeout** (``session_timeout``): the same, and it counts toward ``max_attempts``;
+* **provider** (the model provider failed past the gateway's retries) or **agent** (a CLI agent
+  failed): the worker is not to blame; the session waits ``retry_backoff × n`` outside its slot and
+  counts toward ``max_attempts``;
+* **moved**: the worker's risk score (recent failures and latency trend) says it is about to fail;
+  the session moves to a backup, nobody is charged;
+* **preempted** by admission: the lease goes back uncharged, the session queues for a slot again.
+
+An attempt whose lease moved is cancelled, and the writes it had started are allowed to land before
+the backup wakes the session, so a result is never recorded by two attempts. When no worker is free
+a session waits for one in FIFO order: a depleted pool means fewer sessions at once, never a failed
+run. ``attempt_failed`` events say ``{attempt, kind, error, worker}``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from agent_fleet.brain.harness import Harness, Outcome, SessionOutcome
 from agent_fleet.brain.step import Limits
 from agent_fleet.clock import Clock, RealClock
+from agent_fleet.dispatch.health import HealthConfig
+from agent_fleet.dispatch.pool import Lease, Reassignment, WorkerPool, WorkerSpec
 from agent_fleet.dispatch.slots import SessionSlots
+from agent_fleet.dispatch.watch import Progress, WatchedGateway, WatchedLog
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.plan import Partition
-from agent_fleet.errors import ProviderError, UnreachableError
+from agent_fleet.errors import FleetError, ProviderError, UnreachableError, UsageError
 from agent_fleet.hands.port import Hands
 from agent_fleet.session.port import SessionLog
 from agent_fleet.spend.port import ModelGateway
 
-__all__ = ["DispatchOptions", "DispatchStats", "Dispatcher"]
+__all__ = [
+    "Attempt",
+    "AttemptFailed",
+    "DispatchOptions",
+    "DispatchStats",
+    "Dispatcher",
+    "Interposer",
+    "SessionBody",
+]
 
 log = logging.getLogger(__name__)
+
+_WORKER_FAULTS = frozenset({"crash", "hung", "dead"})  # charged to the worker, count as reassignments
+_SESSION_FAULTS = frozenset({"timeout", "provider", "agent"})  # count toward max_attempts
+_BACKOFF = frozenset({"provider", "agent"})  # wait outside the slot before the next attempt
+
+
+class AttemptFailed(FleetError):
+    """A session body reports a failure that is the session's own, not its worker's
+    (e.g. a CLI agent exited non-zero). ``kind`` names it in the ``attempt_failed`` event."""
+
+    def __init__(self, message: str, *, kind: str = "agent") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DispatchOptions:
     session_timeout: float | None = None  # seconds per attempt; None = no limit
-    max_attempts: int = 3
-    retry_backoff: float = 1.0  # seconds × attempt number between attempts
+    max_attempts: int = 3  # attempts failed on the session's account (timeout, provider, agent)
+    max_reassignments: int = 10  # attempts lost to worker faults (crash, hang)
+    retry_backoff: float = 1.0  # seconds × failures so far, before a provider/agent retry
+    check_interval: float = 1.0  # seconds between health rounds (heartbeats, hung, at-risk)
     limits: Limits = field(default_factory=Limits)
 
 
 @dataclass(slots=True)
 class DispatchStats:
     total: int = 0
-    queued: int = 0
-    active: int = 0
+    queued: int = 0  # waiting for admission or between attempts
+    active: int = 0  # admitted (running, or waiting for a worker)
     completed: int = 0
     failed: int = 0
     paused: int = 0
     preempted: int = 0
     attempts_failed: int = 0
+    reassigned: int = 0  # attempts moved to a backup worker
+    waiting_for_worker: int = 0  # admitted sessions queued because no worker is free
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of one session on one worker. ``log`` and ``gateway`` are the attempt's own
+    views of the ports: use them (not the engine's) so progress and cancellation work."""
+
+    session_id: str
+    partition: Partition
+    number: int
+    lease: Lease
+    log: SessionLog
+    gateway: ModelGateway
+    progress: Progress
+
+
+SessionBody = Callable[[Attempt], Awaitable[SessionOutcome]]
+"""Runs a session's attempt to its outcome: the built-in harness, or a CLI agent."""
+
+Interposer = Callable[[Lease, SessionLog, ModelGateway], tuple[SessionLog, ModelGateway]]
+"""Wraps what an attempt on a given worker uses (fault injection, tracing)."""
+
+
+@dataclass(slots=True)
+class _Live:
+    """A session while it holds its admission slot."""
+
+    lease: Lease | None = None  # current lease (None: waiting for a worker)
+    task: asyncio.Task[SessionOutcome] | None = None  # the running attempt
+    progress: Progress | None = None
+    waiter: asyncio.Future[Lease] | None = None
+    moved: Reassignment | None = None  # the health check took this attempt's lease
+    preempt_reason: str | None = None
+
+
+@dataclass(slots=True)
+class _Tally:
+    number: int = 0  # attempts started
+    failures: int = 0  # on the session's account
+    faults: int = 0  # on workers' accounts
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    outcome: SessionOutcome | None = None
+    kind: str | None = None  # why the attempt ended without an outcome
+    error: str = ""
+    worker: str = ""
+
+
+class _Preempted(Exception):
+    """Admission took the slot back while the session waited for a worker."""
+
+
+_PREEMPTED = _End(kind="preempted")
 
 
 class Dispatcher:
@@ -60,6 +163,9 @@ class Dispatcher:
         slots: SessionSlots,
         clock: Clock | None = None,
         options: DispatchOptions | None = None,
+        pool: WorkerPool | None = None,
+        body: SessionBody | None = None,
+        interpose: Interposer | None = None,
     ) -> None:
         self._log = log
         self._gateway = gateway
@@ -67,92 +173,259 @@ class Dispatcher:
         self._slots = slots
         self._clock = clock or RealClock()
         self._opts = options or DispatchOptions()
-        self._running: dict[str, asyncio.Task[SessionOutcome]] = {}
-        self._preempt_reasons: dict[str, str] = {}
+        # Without a pool of its own choosing, one local worker per session: the pool never limits.
+        self._grow = pool is None
+        self.pool = pool or WorkerPool(self._clock, health=HealthConfig(hung_after=600.0))
+        self._body: SessionBody = body or self._run_harness
+        self._interpose = interpose
+        self._live: dict[str, _Live] = {}
+        self._waiters: deque[tuple[str, asyncio.Future[Lease]]] = deque()
+        self._restored: set[str] = set()
+        self._tick = 0
         self.stats = DispatchStats()
         slots.set_preempt_hook(self.preempt)
 
+    # -- control ---------------------------------------------------------------------------------
     def preempt(self, session_id: str, reason: str) -> None:
         """Stop a running session's attempt; it pauses and waits for a slot again."""
-        task = self._running.get(session_id)
-        if task is not None and not task.done():
-            self._preempt_reasons[session_id] = reason
-            task.cancel()
+        live = self._live.get(session_id)
+        if live is None:
+            return
+        live.preempt_reason = reason
+        if live.task is not None and not live.task.done():
+            live.task.cancel()
+        elif live.waiter is not None and not live.waiter.done():
+            live.waiter.cancel()
 
+    def check(self) -> list[Reassignment]:
+        """One health round: heartbeats of this process's workers (with each one's progress), then
+        sessions on hung or at-risk workers move to backups. Returns the moves."""
+        self._tick += 1
+        running = {live.lease.worker_id: live for live in self._live.values() if live.lease and live.progress}
+        for wid in self.pool.workers():
+            live = running.get(wid)
+            progress = live.progress.marker(self._tick) if live is not None and live.progress else None
+            self.pool.heartbeat(wid, progress=progress)
+        moves = self.pool.check()
+        for move in moves:
+            live = self._live.get(move.session_id)
+            if live is None:  # cannot happen while leases live only inside _Live; stay safe
+                if move.lease is not None:
+                    self.pool.cancel(move.lease)
+                continue
+            running_here = live.task is not None and not live.task.done()
+            live.lease = move.lease
+            if running_here and live.task is not None:
+                live.moved = move
+                live.task.cancel()
+        self._serve_waiters()
+        return moves
+
+    # -- running ---------------------------------------------------------------------------------
     async def run(self, sessions: list[tuple[str, Partition]]) -> dict[str, SessionOutcome]:
         self.stats.total += len(sessions)
         self.stats.queued += len(sessions)
+        if self._grow:
+            for n in range(len(self.pool.workers()), self.stats.total):
+                self.pool.register(WorkerSpec(worker_id=f"local-{n:05d}"))
         outcomes: dict[str, SessionOutcome] = {}
         async with asyncio.TaskGroup() as tg:
-            for sid, partition in sessions:
-                tg.create_task(self._drive(sid, partition, outcomes))
+            monitor = tg.create_task(self._monitor())
+            drives = [tg.create_task(self._drive(sid, partition, outcomes)) for sid, partition in sessions]
+            if drives:
+                await asyncio.wait(drives)
+            monitor.cancel()
         return outcomes
 
-    async def _drive(self, sid: str, partition: Partition, outcomes: dict[str, SessionOutcome]) -> None:
-        attempt = 0
+    async def _monitor(self) -> None:
         while True:
-            attempt += 1
+            await self._clock.sleep(self._opts.check_interval)
+            self.check()
+
+    async def _drive(self, sid: str, partition: Partition, outcomes: dict[str, SessionOutcome]) -> None:
+        tally = _Tally()
+        while True:
             await self._slots.acquire(sid)
             self.stats.queued -= 1
             self.stats.active += 1
-            error: str | None = None
-            outcome: SessionOutcome | None = None
+            live = self._live[sid] = _Live()
             try:
-                outcome, error = await self._attempt(sid, partition, attempt)
+                end = await self._admitted(sid, partition, live, tally)
             finally:
+                self._live.pop(sid, None)
+                if live.lease is not None:  # a backup that no attempt used
+                    self.pool.cancel(live.lease)
+                    self._serve_waiters()
                 self.stats.active -= 1
                 self._slots.release(sid)
-            if outcome is not None:
-                self._count(outcome)
-                outcomes[sid] = outcome
+            if end.outcome is not None:
+                self._count(end.outcome)
+                outcomes[sid] = end.outcome
                 return
             self.stats.queued += 1
-            if error is None:  # preempted: not a failed attempt
-                attempt -= 1
-                continue
-            self.stats.attempts_failed += 1
-            kind = "timeout" if error.startswith("timed out") else "provider"
-            failed = {"attempt": attempt, "kind": kind, "error": error}
-            await self._log.emit_event(sid, EventType.ATTEMPT_FAILED, failed)
-            if attempt >= self._opts.max_attempts:
-                await self._log.emit_event(sid, EventType.SESSION_FAILED, {"error": error, "attempts": attempt})
-                self.stats.queued -= 1
-                outcome = SessionOutcome(sid, Outcome.FAILED, error)
-                self._count(outcome)
-                outcomes[sid] = outcome
-                return
-            await self._clock.sleep(self._opts.retry_backoff * attempt)
+            if end.kind in _BACKOFF:
+                await self._clock.sleep(self._opts.retry_backoff * tally.failures)
 
-    async def _attempt(self, sid: str, partition: Partition, attempt: int) -> tuple[SessionOutcome | None, str | None]:
-        """Run one attempt. Returns (outcome, None) when it ended, (None, error) when it failed,
-        and (None, None) when it was preempted."""
-        hands = self._hands_for(partition)
-        harness = Harness(log=self._log, gateway=self._gateway, hands=hands, limits=self._opts.limits)
-        # A task of its own so that preempt() can cancel this attempt without cancelling the run;
-        # it is awaited right here, never left behind.
-        task = asyncio.create_task(self._timed(harness, sid, attempt))
-        self._running[sid] = task
+    async def _admitted(self, sid: str, partition: Partition, live: _Live, tally: _Tally) -> _End:
+        """Attempts while the session holds its slot: reassignments keep the slot."""
+        while True:
+            if live.preempt_reason is not None:
+                return await self._preempted(sid, live)
+            if live.lease is None:
+                try:
+                    live.lease = await self._take_lease(sid, live)
+                except _Preempted:
+                    return await self._preempted(sid, live)
+            tally.number += 1
+            end = await self._attempt(sid, partition, tally.number, live)
+            if end.outcome is not None:
+                return end
+            if end.kind == "preempted":
+                return await self._preempted(sid, live)
+            kind = end.kind or "crash"
+            self.stats.attempts_failed += 1
+            if kind in _SESSION_FAULTS:
+                tally.failures += 1
+            if kind in _WORKER_FAULTS:
+                tally.faults += 1
+            failed = {"attempt": tally.number, "kind": kind, "error": end.error, "worker": end.worker}
+            await self._log.emit_event(sid, EventType.ATTEMPT_FAILED, failed)
+            give_up = tally.failures >= self._opts.max_attempts or tally.faults >= self._opts.max_reassignments
+            if kind == "config":
+                give_up = True
+            if give_up:
+                attempts = tally.number
+                await self._log.emit_event(sid, EventType.SESSION_FAILED, {"error": end.error, "attempts": attempts})
+                return _End(outcome=SessionOutcome(sid, Outcome.FAILED, end.error))
+            if kind in _BACKOFF:
+                return end
+            self.stats.reassigned += 1
+
+    async def _preempted(self, sid: str, live: _Live) -> _End:
+        self.stats.preempted += 1
+        await self._log.emit_event(sid, EventType.SESSION_PREEMPTED, {"reason": live.preempt_reason or ""})
+        return _PREEMPTED
+
+    async def _take_lease(self, sid: str, live: _Live) -> Lease:
+        """A worker for the session, waiting in FIFO order while none is free."""
+        if not self._waiters:
+            lease = self.pool.acquire(sid)
+            if lease is not None:
+                return lease
+        fut: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
+        self._waiters.append((sid, fut))
+        live.waiter = fut
+        self.stats.waiting_for_worker += 1
         try:
-            return await task, None
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # granted in the same instant: give it back
+                self.pool.cancel(fut.result())
+                self._serve_waiters()
+            me = asyncio.current_task()
+            if live.preempt_reason is not None and not (me is not None and me.cancelling()):
+                raise _Preempted from None
+            raise
+        finally:
+            live.waiter = None
+            self.stats.waiting_for_worker -= 1
+            try:
+                self._waiters.remove((sid, fut))
+            except ValueError:
+                pass
+
+    def _serve_waiters(self) -> None:
+        while self._waiters:
+            sid, fut = self._waiters[0]
+            if fut.done():
+                self._waiters.popleft()
+                continue
+            lease = self.pool.acquire(sid)
+            if lease is None:
+                return
+            self._waiters.popleft()
+            fut.set_result(lease)
+
+    async def _attempt(self, sid: str, partition: Partition, number: int, live: _Live) -> _End:
+        lease = live.lease
+        assert lease is not None
+        progress = Progress()
+        watched = WatchedLog(self._log, progress)
+        att_log: SessionLog = watched
+        att_gateway: ModelGateway = WatchedGateway(self._gateway, progress, self._restored)
+        if self._interpose is not None:
+            att_log, att_gateway = self._interpose(lease, att_log, att_gateway)
+        attempt = Attempt(sid, partition, number, lease, att_log, att_gateway, progress)
+        started = self._clock.now()
+        # A task of its own so that preemption and health moves can cancel this attempt without
+        # cancelling the run; it is awaited right here, never left behind.
+        task = asyncio.create_task(self._timed(attempt))
+        live.task, live.progress, live.moved = task, progress, None
+        kind: str | None = None
+        error = ""
+        outcome: SessionOutcome | None = None
+        try:
+            outcome = await task
         except TimeoutError:
-            return None, f"timed out after {self._opts.session_timeout} s"
+            kind, error = "timeout", f"timed out after {self._opts.session_timeout} s"
         except (ProviderError, UnreachableError) as exc:
-            return None, str(exc)
+            kind, error = "provider", str(exc)
+        except AttemptFailed as exc:
+            kind, error = exc.kind, str(exc)
+        except UsageError as exc:  # a misconfigured toolset will not get better on another worker
+            kind, error = "config", str(exc)
         except asyncio.CancelledError:
             me = asyncio.current_task()
-            reason = self._preempt_reasons.pop(sid, None)
-            if reason is None or (me is not None and me.cancelling()):
+            if me is not None and me.cancelling():
                 raise
-            self.stats.preempted += 1
-            await self._log.emit_event(sid, EventType.SESSION_PREEMPTED, {"reason": reason})
-            return None, None
+            if live.moved is not None:
+                kind = "moved" if live.moved.reason == "at_risk" else live.moved.reason
+                error = f"worker {lease.worker_id} is {live.moved.reason}"
+            elif live.preempt_reason is not None:
+                kind = "preempted"
+            else:
+                raise
+        except Exception as exc:  # the worker died under the attempt
+            kind, error = "crash", f"{type(exc).__name__}: {exc}"
+            log.info("session %s crashed on worker %s: %s", sid, lease.worker_id, error)
         finally:
-            self._running.pop(sid, None)
-            await hands.aclose()
+            live.task = live.progress = None
+            await watched.settle()
+        took = self._clock.now() - started
+        self._settle_lease(live, lease, kind, took)
+        if outcome is not None:
+            return _End(outcome=outcome)
+        return _End(kind=kind, error=error, worker=lease.worker_id)
 
-    async def _timed(self, harness: Harness, sid: str, attempt: int) -> SessionOutcome:
+    def _settle_lease(self, live: _Live, lease: Lease, kind: str | None, took: float) -> None:
+        """Report the attempt to the pool; afterwards ``live.lease`` is the backup, if any."""
+        if live.moved is not None:
+            pass  # the health check already charged the worker and moved the lease
+        elif kind is None:
+            if not self.pool.release(lease, ok=True, latency=took) and live.lease is not None:
+                self.pool.cancel(live.lease)  # moved in the same instant it finished: the log has it
+            live.lease = None
+        elif kind in ("crash", "timeout"):
+            moved = self.pool.fail(lease, reason="timeout" if kind == "timeout" else "failed", latency=took)
+            if moved is not None:
+                live.lease = moved.lease
+        else:  # provider, agent, config, preempted: not the worker's doing
+            self.pool.cancel(lease)
+            live.lease = None
+        live.moved = None
+        self._serve_waiters()
+
+    async def _timed(self, attempt: Attempt) -> SessionOutcome:
         async with asyncio.timeout(self._opts.session_timeout):
-            return await harness.run(sid, attempt=attempt)
+            return await self._body(attempt)
+
+    async def _run_harness(self, attempt: Attempt) -> SessionOutcome:
+        hands = self._hands_for(attempt.partition)
+        try:
+            harness = Harness(log=attempt.log, gateway=attempt.gateway, hands=hands, limits=self._opts.limits)
+            return await harness.run(attempt.session_id, attempt=attempt.number)
+        finally:
+            await hands.aclose()
 
     def _count(self, outcome: SessionOutcome) -> None:
         if outcome.outcome is Outcome.COMPLETED:
@@ -161,3 +434,7 @@ class Dispatcher:
             self.stats.paused += 1
         else:
             self.stats.failed += 1
+
+    def __repr__(self) -> str:
+        s = self.stats
+        return f"Dispatcher(total={s.total}, active={s.active}, queued={s.queued}, pool={self.pool!r})"

@@ -5,6 +5,9 @@ provider is configured, ``run_command`` in a lazily created sandbox; a list part
 are URLs gets ``fetch_url`` limited to those URLs. A partition whose plan names its tools
 (``Partition.tools``) gets exactly those: built-in tool names select the matching hands, and any
 other name is an MCP toolset (``server`` or ``server__tool``) served by the shared pool.
+
+With ``files_in_sandbox`` the file tools read inside the session's sandbox (one lazily created
+sandbox per session, shared with ``run_command``) instead of the input directory.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from agent_fleet.hands.mcp_pool import McpPool
 from agent_fleet.hands.port import Hands
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import LazySandbox, SandboxProvider
+from agent_fleet.hands.sandbox_files import SandboxFiles
 from agent_fleet.hands.shell import RUN_COMMAND, SandboxHands
 from agent_fleet.hands.web import FETCH_URL, EgressPolicy, WebHands, is_url
 
@@ -41,6 +45,7 @@ class Toolbox:
     egress: EgressPolicy = field(default_factory=EgressPolicy)
     mcp: McpPool | None = None
     shell: bool = True  # offer run_command to directory partitions by default
+    files_in_sandbox: bool = False  # file tools run inside the session's sandbox
 
     def wanted(self, partition: Partition) -> frozenset[str]:
         if partition.tools:
@@ -57,22 +62,32 @@ class Toolbox:
     def hands_for(self, partition: Partition) -> Hands:
         names = self.wanted(partition)
         parts: list[Hands] = []
+        lazy: LazySandbox | None = None
+
+        def sandbox() -> LazySandbox:
+            nonlocal lazy
+            if self.sandboxes is None:
+                raise ConfigError(f"partition {partition.id}: {sorted(names)} need a sandbox provider")
+            if lazy is None:
+                source = self.input_root if partition.kind is InputKind.DIRECTORY else None
+                lazy = LazySandbox(
+                    self.sandboxes,
+                    self.resources,
+                    session_id=session_id_for(self.run_id, partition.index),
+                    source=source,
+                    items=partition.items if source is not None else (),
+                )
+            return lazy
+
         if names & _FILE_TOOLS:
             if self.input_root is None or partition.kind is not InputKind.DIRECTORY:
                 raise ConfigError(f"partition {partition.id}: file tools need a directory input")
-            parts.append(PartitionFiles(self.input_root, partition.items))
+            if self.files_in_sandbox:
+                parts.append(SandboxFiles(sandbox(), partition.items))
+            else:
+                parts.append(PartitionFiles(self.input_root, partition.items))
         if RUN_COMMAND.name in names:
-            if self.sandboxes is None:
-                raise ConfigError(f"partition {partition.id}: run_command needs a sandbox provider")
-            source = self.input_root if partition.kind is InputKind.DIRECTORY else None
-            lazy = LazySandbox(
-                self.sandboxes,
-                self.resources,
-                session_id=session_id_for(self.run_id, partition.index),
-                source=source,
-                items=partition.items if source is not None else (),
-            )
-            parts.append(SandboxHands(lazy))
+            parts.append(SandboxHands(sandbox()))
         if FETCH_URL.name in names:
             parts.append(WebHands(partition.items, self.egress))
         mcp_names = sorted(names - _BUILTIN)

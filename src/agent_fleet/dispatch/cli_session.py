@@ -1,0 +1,204 @@
+"""CLI agents as fleet sessions (``deploy --agent-cmd CMD``; SPEC.md "CLI agents").
+
+One attempt is one run of the command in a fresh sandbox (:func:`~agent_fleet.hands.cli_agents.
+run_cli_agent`), pointed at the run's gateway service with the session's own token — never a
+provider key. What the session log records:
+
+* ``session_started`` / ``session_resumed`` ``{attempt, agent: "cli", worker}``;
+* one ``model_response`` per model call the gateway served to the session's token, carrying the
+  usage and list-price cost the gateway metered. :class:`CallRecorder` writes it before the CLI gets
+  its answer, so spend survives a crash, and the run summary and budgets count CLI agents exactly
+  like built-in ones (the summary is folded from the log);
+* on success, the result items and ``session_completed`` ``{summary, results, exit_code, reported}``
+  in one atomic append (``reported`` is the usage and cost the CLI printed itself). A failed
+  attempt records no result, so a reassigned session is never run twice to completion;
+* a call refused on budget: ``session_paused`` ``{reason: "budget"}``; a raise sends it back in and
+  the command runs again, with what it spent so far still counted.
+
+A CLI that outlives its hard timeout is killed (its whole process group) and the attempt ends in
+``TimeoutError``, so the dispatcher reassigns the session; no sandbox means the worker failed
+(reassigned too); a non-zero exit or an error the CLI reported is :class:`AttemptFailed`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent_fleet.brain.harness import Outcome, SessionOutcome
+from agent_fleet.brain.view import SessionView
+from agent_fleet.dispatch.runner import Attempt, AttemptFailed
+from agent_fleet.domain.events import EventType
+from agent_fleet.domain.model import ChatResponse
+from agent_fleet.domain.usage import Usage
+from agent_fleet.hands.cli_agents import CliAgentSpec, GatewayAccess, run_cli_agent
+from agent_fleet.hands.sandbox import SandboxProvider
+from agent_fleet.session.port import SessionLog
+
+__all__ = ["CallRecorder", "CliSessions", "GatewayEndpoint"]
+
+
+class _Metered(Protocol):
+    @property
+    def usage(self) -> Usage: ...
+
+    cost_usd: Decimal
+    calls: int
+
+
+class _Meter(Protocol):
+    def session_usage(self, session_id: str) -> _Metered: ...
+
+
+class _Tokens(Protocol):
+    def revoke(self, session_id: str) -> None: ...
+
+
+class GatewayEndpoint(Protocol):
+    """The gateway service as CLI sessions need it (``spend.service.GatewayService``)."""
+
+    root_url: str
+
+    @property
+    def tokens(self) -> _Tokens: ...
+
+    def issue(self, session_id: str, *, queue: str | None = None) -> str: ...
+
+
+def _minus(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        a.input_tokens - b.input_tokens,
+        a.output_tokens - b.output_tokens,
+        a.cached_input_tokens - b.cached_input_tokens,
+        a.cache_write_tokens - b.cache_write_tokens,
+    )
+
+
+@dataclass(slots=True)
+class _Tap:
+    """What has been recorded of one session's metered spend."""
+
+    usage: Usage
+    cost: Decimal
+    calls: int
+    turns: int
+    refused: dict[str, Any] | None = None
+    errors: int = field(default=0)
+
+
+class CallRecorder:
+    """The gateway service's ``on_call`` observer for CLI sessions.
+
+    Invariant: the ``model_response`` events of a session add up to what the gateway metered for
+    it since its tap was opened (a call's share is the meter's growth since the previous record).
+    """
+
+    def __init__(self, log: SessionLog, meter: _Meter) -> None:
+        self._log = log
+        self._meter = meter
+        self._taps: dict[str, _Tap] = {}
+
+    def open(self, session_id: str, *, turns: int) -> _Tap:
+        """Start (or continue) recording a session; the meter as it is now is the baseline."""
+        tap = self._taps.get(session_id)
+        if tap is None:
+            m = self._meter.session_usage(session_id)
+            tap = self._taps[session_id] = _Tap(m.usage, m.cost_usd, m.calls, turns)
+        tap.refused = None
+        return tap
+
+    async def __call__(self, session_id: str, outcome: dict[str, Any]) -> None:
+        tap = self._taps.get(session_id)
+        if tap is None:
+            return
+        kind = outcome.get("outcome")
+        if kind == "budget_exhausted":
+            tap.refused = {"scope": outcome.get("scope", "session"), "detail": str(outcome.get("message", ""))}
+            return
+        if kind == "error":
+            data = {
+                "turn": tap.turns + 1,
+                "error": str(outcome.get("message", "")),
+                "kind": str(outcome.get("error", "")),
+                "source": "gateway",
+            }
+            await self._log.emit_event(session_id, EventType.MODEL_ERROR, data)
+            return
+        m = self._meter.session_usage(session_id)
+        usage, cost, calls = _minus(m.usage, tap.usage), m.cost_usd - tap.cost, m.calls - tap.calls
+        if calls <= 0 and usage.total_tokens == 0:
+            return
+        tap.usage, tap.cost, tap.calls = m.usage, m.cost_usd, m.calls
+        tap.turns += 1
+        response = ChatResponse(None, (), usage, "stop", str(outcome.get("model", "")), cost_usd=cost)
+        data = {"turn": tap.turns, "response": response.to_dict(), "source": "gateway", "calls": calls}
+        await self._log.emit_event(session_id, EventType.MODEL_RESPONSE, data)
+
+
+class CliSessions:
+    """A :data:`~agent_fleet.dispatch.runner.SessionBody` that runs each session as a CLI agent."""
+
+    def __init__(
+        self,
+        spec: CliAgentSpec,
+        *,
+        sandboxes: SandboxProvider,
+        endpoint: GatewayEndpoint,
+        recorder: CallRecorder,
+        input_root: Path | None = None,
+    ) -> None:
+        self.spec = spec
+        self._sandboxes = sandboxes
+        self._endpoint = endpoint
+        self._recorder = recorder
+        self._input_root = input_root
+
+    async def __call__(self, attempt: Attempt) -> SessionOutcome:
+        sid = attempt.session_id
+        view = SessionView.from_events((await attempt.log.wake(sid)).events)
+        if view.state.terminal:
+            return SessionOutcome(sid, Outcome(view.state.value))
+        attempt.gateway.restore_spent(sid, view.usage, view.cost_usd)
+        tap = self._recorder.open(sid, turns=view.turn)
+        begin = EventType.SESSION_RESUMED if view.started else EventType.SESSION_STARTED
+        await attempt.log.emit_event(
+            sid, begin, {"attempt": attempt.number, "agent": "cli", "worker": attempt.lease.worker_id}
+        )
+        root = self._endpoint.root_url
+        access = GatewayAccess(openai_base_url=root + "/v1", anthropic_base_url=root, token=self._endpoint.issue(sid))
+        try:
+            with attempt.progress.bounded_wait():
+                out = await run_cli_agent(
+                    self.spec,
+                    provider=self._sandboxes,
+                    session_id=sid,
+                    partition=view.partition,
+                    task=view.task,
+                    gateway=access,
+                    input_root=self._input_root,
+                )
+        finally:
+            self._endpoint.tokens.revoke(sid)  # nothing the command left behind can spend more
+        if tap.refused is not None:
+            paused = {"reason": "budget", **tap.refused}
+            await attempt.log.emit_event(sid, EventType.SESSION_PAUSED, paused)
+            return SessionOutcome(sid, Outcome.PAUSED, "budget")
+        if out.timed_out:
+            raise TimeoutError(out.error or "the CLI agent timed out")
+        if not out.ok:
+            raise AttemptFailed(f"the CLI agent failed: {out.error}")
+        reported: dict[str, Any] = {"usage": out.usage.to_dict()}
+        if out.cost_usd is not None:
+            reported["cost_usd"] = str(out.cost_usd)
+        events: list[tuple[str, dict[str, Any]]] = [(EventType.RESULT_ITEM, item.to_dict()) for item in out.items]
+        done = {
+            "summary": f"CLI agent reported {len(out.items)} result(s)",
+            "results": len(out.items),
+            "exit_code": out.exit_code,
+            "reported": reported,
+        }
+        events.append((EventType.SESSION_COMPLETED, done))
+        await attempt.log.emit_events(sid, events)
+        return SessionOutcome(sid, Outcome.COMPLETED)

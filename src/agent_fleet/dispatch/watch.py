@@ -1,0 +1,135 @@
+"""What one attempt does, as its worker's heartbeat reports it.
+
+An attempt reaches the session log and the gateway through thin wrappers:
+
+* :class:`WatchedLog` counts the attempt's writes (its progress) and lets every write it started
+  land even when the attempt is cancelled: ``settle()`` waits for them, so a backup that wakes the
+  session afterwards sees everything the stopped attempt recorded and never records it again.
+* :class:`WatchedGateway` marks the time spent inside a model call as progress (the gateway's own
+  queueing, retries and timeouts bound it; waiting for a permit is not a hang), and forwards
+  ``restore_spent`` once per session per dispatcher: the gateway of this process already counts
+  what earlier attempts spent here, so seeding it again from the log would count that twice.
+
+A worker is hung when it is busy and its progress marker has not moved for ``hung_after``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+from agent_fleet.domain.events import Event, SessionRecord
+from agent_fleet.domain.model import ChatRequest, ChatResponse
+from agent_fleet.domain.usage import Usage
+from agent_fleet.session.port import SessionLog, WakeState
+from agent_fleet.spend.port import ModelGateway
+
+__all__ = ["Progress", "WatchedGateway", "WatchedLog"]
+
+
+class Progress:
+    """Writes made and work in flight under its own timeout (model calls, CLI agent runs)."""
+
+    __slots__ = ("waiting", "writes")
+
+    def __init__(self) -> None:
+        self.writes = 0
+        self.waiting = 0
+
+    @contextmanager
+    def bounded_wait(self) -> Iterator[None]:
+        """Time inside this block counts as progress: what runs here has its own timeout."""
+        self.waiting += 1
+        try:
+            yield
+        finally:
+            self.waiting -= 1
+
+    def marker(self, tick: int) -> tuple[int, int]:
+        """Changes whenever a write landed, and on every tick while a bounded wait is in flight."""
+        return (self.writes, tick if self.waiting else 0)
+
+    def __repr__(self) -> str:
+        return f"Progress(writes={self.writes}, waiting={self.waiting})"
+
+
+class WatchedLog:
+    """The session log as one attempt sees it."""
+
+    def __init__(self, inner: SessionLog, progress: Progress) -> None:
+        self._inner = inner
+        self._progress = progress
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    async def _write(self, task: asyncio.Task[Any]) -> Any:
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        # Shielded: cancelling the attempt must not leave a write whose landing nobody waits for.
+        result = await asyncio.shield(task)
+        self._progress.writes += 1
+        return result
+
+    async def settle(self) -> None:
+        """Wait until every write this attempt started has landed (or failed)."""
+        while self._pending:
+            await asyncio.wait(list(self._pending))
+
+    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
+        event: Event = await self._write(asyncio.ensure_future(self._inner.emit_event(session_id, type, data)))
+        return event
+
+    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
+        written: list[Event] = await self._write(asyncio.ensure_future(self._inner.emit_events(session_id, events)))
+        return written
+
+    async def open(self) -> None:
+        await self._inner.open()
+
+    async def close(self) -> None:
+        return None  # the attempt does not own the store
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        return await self._inner.get_session(session_id)
+
+    async def get_events(self, session_id: str, after: int = 0) -> list[Event]:
+        return await self._inner.get_events(session_id, after)
+
+    async def wake(self, session_id: str) -> WakeState:
+        return await self._inner.wake(session_id)
+
+    async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
+        return await self._inner.list_runs(limit)
+
+    async def list_sessions(self, run_id: str) -> list[SessionRecord]:
+        return await self._inner.list_sessions(run_id)
+
+    async def events_of_run(self, run_id: str, types: Sequence[str] | None = None) -> list[Event]:
+        return await self._inner.events_of_run(run_id, types)
+
+    async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
+        await self._inner.put_snapshot(key, data)
+
+    async def get_snapshot(self, key: str) -> dict[str, Any] | None:
+        return await self._inner.get_snapshot(key)
+
+
+class WatchedGateway:
+    """The gateway as one attempt sees it."""
+
+    def __init__(self, inner: ModelGateway, progress: Progress, restored: set[str]) -> None:
+        self._inner = inner
+        self._progress = progress
+        self._restored = restored  # shared by every attempt of one dispatcher
+
+    async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
+        with self._progress.bounded_wait():
+            return await self._inner.complete(session_id, request)
+
+    def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
+        if session_id in self._restored:
+            return
+        self._restored.add(session_id)
+        self._inner.restore_spent(session_id, usage, cost_usd)
