@@ -88,6 +88,9 @@ def deploy_cmd(
     max_concurrency: int | None = typer.Option(None, "--max-concurrency", help="Initial API concurrency [50]."),
     max_turns: int | None = typer.Option(None, "--max-turns", help="Model turns per session before it pauses [60]."),
     agent_cmd: str | None = typer.Option(None, "--agent-cmd", help="Run this CLI agent per partition."),
+    agent_format: str = typer.Option(
+        "jsonl", "--agent-format", help="How --agent-cmd's stdout is read: jsonl, claude, codex or aider."
+    ),
     embedder: str = typer.Option("auto", "--embedder", help="Dedup embedder: auto, lexical or minilm."),
     as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
 ) -> None:
@@ -117,6 +120,7 @@ def deploy_cmd(
             max_concurrency=_at_least_one("--max-concurrency", max_concurrency),
             max_turns=_at_least_one("--max-turns", max_turns),
             agent_cmd=agent_cmd,
+            agent_format=agent_format,
             config_path=config,
             embedder=embedder,
         )
