@@ -40,7 +40,7 @@ from agent_fleet.clock import Clock, RealClock
 from agent_fleet.dispatch.health import HealthConfig
 from agent_fleet.dispatch.pool import Lease, Reassignment, WorkerPool, WorkerSpec
 from agent_fleet.dispatch.slots import SessionSlots
-from agent_fleet.dispatch.watch import Progress, WatchedGateway, WatchedLog
+from agent_fleet.dispatch.watch import Progress, WatchedGateway, WatchedHands, WatchedLog
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.plan import Partition
 from agent_fleet.errors import FleetError, ProviderError, UnreachableError, UsageError
@@ -201,10 +201,13 @@ class Dispatcher:
         """One health round: heartbeats of this process's workers (with each one's progress), then
         sessions on hung or at-risk workers move to backups. Returns the moves."""
         self._tick += 1
-        running = {live.lease.worker_id: live for live in self._live.values() if live.lease and live.progress}
+        held = {live.lease.worker_id: live for live in self._live.values() if live.lease is not None}
         for wid in self.pool.workers():
-            live = running.get(wid)
-            progress = live.progress.marker(self._tick) if live is not None and live.progress else None
+            live = held.get(wid)
+            progress: object = None
+            if live is not None:
+                # Between two attempts the dispatcher itself holds the lease: that is not a hang.
+                progress = live.progress.marker(self._tick) if live.progress is not None else ("between", self._tick)
             self.pool.heartbeat(wid, progress=progress)
         moves = self.pool.check()
         for move in moves:
@@ -420,7 +423,7 @@ class Dispatcher:
             return await self._body(attempt)
 
     async def _run_harness(self, attempt: Attempt) -> SessionOutcome:
-        hands = self._hands_for(attempt.partition)
+        hands = WatchedHands(self._hands_for(attempt.partition), attempt.progress)
         try:
             harness = Harness(log=attempt.log, gateway=attempt.gateway, hands=hands, limits=self._opts.limits)
             return await harness.run(attempt.session_id, attempt=attempt.number)

@@ -9,8 +9,11 @@ An attempt reaches the session log and the gateway through thin wrappers:
   queueing, retries and timeouts bound it; waiting for a permit is not a hang), and forwards
   ``restore_spent`` once per session per dispatcher: the gateway of this process already counts
   what earlier attempts spent here, so seeding it again from the log would count that twice.
+* :class:`WatchedHands` does the same for tool calls, which run under the hands' own timeouts
+  (sandbox wall clock, MCP call timeout, fetch timeout).
 
-A worker is hung when it is busy and its progress marker has not moved for ``hung_after``.
+A worker is hung when it is busy and its progress marker has not moved for ``hung_after``: its
+attempt is neither writing to the log nor inside a model or tool call.
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ from decimal import Decimal
 from typing import Any
 
 from agent_fleet.domain.events import Event, SessionRecord
-from agent_fleet.domain.model import ChatRequest, ChatResponse
+from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolSpec
 from agent_fleet.domain.usage import Usage
+from agent_fleet.hands.port import Hands, ToolOutput
 from agent_fleet.session.port import SessionLog, WakeState
 from agent_fleet.spend.port import ModelGateway
 
-__all__ = ["Progress", "WatchedGateway", "WatchedLog"]
+__all__ = ["Progress", "WatchedGateway", "WatchedHands", "WatchedLog"]
 
 
 class Progress:
@@ -133,3 +137,21 @@ class WatchedGateway:
             return
         self._restored.add(session_id)
         self._inner.restore_spent(session_id, usage, cost_usd)
+
+
+class WatchedHands:
+    """A session's hands as one attempt sees them."""
+
+    def __init__(self, inner: Hands, progress: Progress) -> None:
+        self._inner = inner
+        self._progress = progress
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return self._inner.specs()
+
+    async def execute(self, name: str, input: dict[str, Any]) -> ToolOutput:
+        with self._progress.bounded_wait():
+            return await self._inner.execute(name, input)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
