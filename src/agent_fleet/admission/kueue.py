@@ -271,7 +271,8 @@ def _check_references(objects: KueueObjects, warnings: list[str]) -> None:
             for fq in group.flavors:
                 if fq.name not in objects.flavors:
                     warnings.append(
-                        f"ClusterQueue {cq.name!r}: ResourceFlavor {fq.name!r} is not defined; assumed to exist"
+                        f"ClusterQueue {cq.name!r}: ResourceFlavor {fq.name!r} is not defined; "
+                        "the ClusterQueue is inactive until it is (Kueue's FlavorNotFound)"
                     )
     for lq in objects.local_queues.values():
         if lq.cluster_queue not in objects.cluster_queues:

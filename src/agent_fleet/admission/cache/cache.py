@@ -25,11 +25,14 @@ __all__ = ["Cache", "ClusterQueueNode", "Snapshot"]
 
 
 class ClusterQueueNode(QuotaNode):
-    __slots__ = ("group_of", "spec", "workloads")
+    __slots__ = ("flavors_found", "group_of", "spec", "workloads")
 
-    def __init__(self, spec: ClusterQueue) -> None:
+    def __init__(self, spec: ClusterQueue, *, flavors_found: bool = True) -> None:
         super().__init__(spec.name, is_cq=True, fair_weight=spec.fair_weight)
         self.spec = spec
+        # As in Kueue, a ClusterQueue naming a ResourceFlavor that does not exist is inactive:
+        # its workloads wait, and no cycle pops its heads.
+        self.flavors_found = flavors_found
         self.workloads: dict[str, WorkloadInfo] = {}
         self.group_of: dict[str, ResourceGroup] = {}
         for group in spec.resource_groups:
@@ -41,7 +44,7 @@ class ClusterQueueNode(QuotaNode):
 
     @property
     def active(self) -> bool:
-        return self.spec.stop_policy == "None"
+        return self.spec.stop_policy == "None" and self.flavors_found
 
 
 class Cache:
@@ -74,7 +77,8 @@ class Cache:
             self._cohort(name)
         for name in sorted(objects.cluster_queues):
             spec = objects.cluster_queues[name]
-            cq = ClusterQueueNode(spec)
+            found = all(fq.name in objects.flavors for g in spec.resource_groups for fq in g.flavors)
+            cq = ClusterQueueNode(spec, flavors_found=found)
             self.cluster_queues[name] = cq
             if spec.cohort is not None:
                 parent = self._cohort(spec.cohort)
