@@ -119,3 +119,57 @@ def test_queues_reads_the_live_snapshot_from_the_store(tmp_path: Path) -> None:
     assert (row["admitted"], row["pending_inadmissible"]) == (1, 1)
     human = fleet("queues", "--store", f"sqlite:///{tmp_path / 'fleet.db'}", cwd=tmp_path)
     assert "default" in human.stdout and "pods[default] 1/1" in human.stdout
+
+
+FAIR_SCENARIO = """
+fairSharing: {enable: true, preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}
+objects:
+  - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: default}}
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ClusterQueue
+    metadata: {name: team-a}
+    spec:
+      cohortName: research
+      namespaceSelector: {}
+      preemption: {reclaimWithinCohort: Any}
+      resourceGroups:
+      - coveredResources: [pods]
+        flavors: [{name: default, resources: [{name: pods, nominalQuota: 3}]}]
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ClusterQueue
+    metadata: {name: team-b}
+    spec:
+      cohortName: research
+      namespaceSelector: {}
+      fairSharing: {weight: "0.5"}
+      resourceGroups:
+      - coveredResources: [pods]
+        flavors: [{name: default, resources: [{name: pods, nominalQuota: 3}]}]
+  - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: a}, spec: {clusterQueue: team-a}}
+  - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: b}, spec: {clusterQueue: team-b}}
+workloads:
+  - {name: b1, queue: b, createdAt: 0}
+  - {name: b2, queue: b, createdAt: 0}
+  - {name: b3, queue: b, createdAt: 0}
+  - {name: b4, queue: b, createdAt: 0}
+  - {name: b5, queue: b, createdAt: 0}
+  - {name: b6, queue: b, createdAt: 0}
+  - {name: a1, queue: a, createdAt: 1, runtime: 10}
+  - {name: a2, queue: a, createdAt: 1, runtime: 10}
+"""
+
+
+def test_simulate_with_fair_sharing(tmp_path: Path) -> None:
+    # team-b borrows all three of team-a's pods; team-a's two sessions take two back by fair
+    # sharing (team-b keeps the larger share), and team-b gets them again once they finish.
+    path = tmp_path / "fair.yaml"
+    path.write_text(FAIR_SCENARIO)
+    proc = fleet("queues", "simulate", str(path), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    final = json.loads(proc.stdout)["final"]
+    assert final["preempted"] == [
+        {"name": "b1", "by": "a1", "reason": "InCohortFairSharing"},
+        {"name": "b2", "by": "a2", "reason": "InCohortFairSharing"},
+    ]
+    assert final["finished"] == ["a1", "a2"]
+    assert final["admitted"] == ["b1", "b2", "b3", "b4", "b5", "b6"]
