@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent_fleet.admission import default_objects, load_kueue_yaml
+from agent_fleet.admission import AdmissionController, default_objects, load_kueue_yaml
 from agent_fleet.admission.quantity import format_quantity, parse_quantity
+from agent_fleet.clock import VirtualClock
 from agent_fleet.errors import ConfigError
 
 GOOD = """
@@ -170,3 +171,29 @@ def test_quantity_format_round_trip() -> None:
     assert format_quantity("cpu", 1500) == "1500m"
     assert format_quantity("cpu", 2000) == "2"
     assert format_quantity("pods", 4) == "4"
+
+
+def test_kueue_configuration_enables_fair_sharing_and_weights_are_read() -> None:
+    text = (
+        GOOD.replace("  colour: blue\n", "  colour: blue\n  fairSharing: {weight: 500m}\n")
+        + "---\napiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+        + "fairSharing: {enable: true, preemptionStrategies: [LessThanInitialShare]}\n"
+        + "manageJobsWithoutQueueName: true\n"
+    )
+    objects = load_kueue_yaml(text)
+    assert objects.cluster_queues["team-a"].fair_weight == 0.5
+    assert objects.cohorts["agents"].fair_weight == 1.0
+    assert objects.fair_sharing is not None and objects.fair_sharing.enable
+    assert objects.fair_sharing.preemption_strategies == ("LessThanInitialShare",)
+    assert any("manageJobsWithoutQueueName" in w for w in objects.warnings)
+    # A controller built from these objects (as the engine builds one from fleet.yaml) uses it.
+    ctl = AdmissionController(objects, VirtualClock())
+    assert ctl.scheduler.fair_sharing == objects.fair_sharing
+    # Without the Configuration, fair sharing stays off.
+    assert AdmissionController(load_kueue_yaml(GOOD), VirtualClock()).scheduler.fair_sharing is None
+
+
+def test_two_kueue_configurations_are_refused() -> None:
+    config = "---\napiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nfairSharing: {enable: true}\n"
+    with pytest.raises(ConfigError, match="only one is allowed"):
+        load_kueue_yaml(GOOD + config + config)
