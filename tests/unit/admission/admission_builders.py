@@ -132,6 +132,8 @@ class Harness:
         info = self.ctl.workloads[name]
         self.ctl.queues.delete(info)
         info.usage = {(flavor_name, r): v for r, v in info.requests.items() if r != "pods"}
+        if "pods" in self.ctl.cache.cluster_queues[info.cluster_queue].group_of:
+            info.usage[(flavor_name, "pods")] = info.pods
         info.admitted_at = self.clock.now()
         self.ctl.cache.add_workload(info)
 

@@ -436,3 +436,28 @@ def test_invalid_fair_sharing_is_one_clear_error(fair: Any, message: str) -> Non
 def test_negative_weight_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"ClusterQueue 'a': spec.fairSharing.weight: must be non-negative"):
         parse_objects([cq("a", {"cpu": 1}, cohort="x", weight="-1")])
+
+
+def test_tournament_compares_cohorts_by_their_own_share() -> None:
+    # ROOT -> L (5 pods) -> l (0), ROOT -> R (2 pods) -> r (0). l uses 3, r uses 3: one pod is free.
+    # l's and r's own shares are equal, and r's head is older; but at the root L stays within its
+    # quota with l's head admitted (share 0) while R would borrow 2 of 7, so L's nominee wins.
+    h = Harness(
+        [
+            cq("l", {"pods": 0}, cohort="L"),
+            cq("r", {"pods": 0}, cohort="R"),
+            cohort("ROOT"),
+            cohort("L", {"pods": 5}, parent="ROOT"),
+            cohort("R", {"pods": 2}, parent="ROOT"),
+        ],
+        fair_sharing=FairSharing(enable=True),
+    )
+    for i in range(3):
+        h.reserve(f"l{i}", "l", pods=1)
+        h.reserve(f"r{i}", "r", pods=1)
+    h.clock.advance(1)
+    h.submit("r-new", "r", created=0, pods=1)
+    h.submit("l-new", "l", pods=1)
+    result = h.ctl.run_cycle()
+    assert [a.workload.name for a in result.admitted] == ["l-new"]
+    assert "r-new" in h.active + h.inadmissible
