@@ -1,0 +1,314 @@
+"""The dispatcher on the worker pool, on a virtual clock over a real SQLite session log.
+
+Virtual time only moves when the test says so, and only once the sessions are blocked where the
+scenario puts them, so the times asserted here are exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_fleet.brain.harness import Outcome
+from agent_fleet.clock import VirtualClock
+from agent_fleet.dispatch.health import BreakerState, HealthConfig
+from agent_fleet.dispatch.pool import Lease, WorkerPool, WorkerSpec
+from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions
+from agent_fleet.dispatch.selection import least_loaded
+from agent_fleet.dispatch.slots import LocalSlots
+from agent_fleet.domain.events import EventType
+from agent_fleet.domain.ids import session_id_for
+from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSpec
+from agent_fleet.domain.plan import InputKind, Partition
+from agent_fleet.domain.usage import Usage
+from agent_fleet.hands.port import ToolOutput
+from agent_fleet.session import SessionLog, open_store
+from agent_fleet.spend.port import ModelGateway
+from agent_fleet.testing.faults import WorkerFaults
+
+RUN = "run-disp"
+
+
+class Scripted:
+    """The model boundary: turn 1 submits one result, turn 2 finishes. ``hold`` blocks a session's
+    calls until released (a model call in flight)."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self.calls: list[str] = []
+        self.hold: dict[str, asyncio.Event] = {}
+        self.finished_at: dict[str, float] = {}
+
+    async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
+        self.calls.append(session_id)
+        gate = self.hold.get(session_id)
+        if gate is not None:
+            await gate.wait()
+        turn = sum(1 for m in request.messages if m["role"] == "assistant") + 1
+        if turn == 1:
+            items = {"items": [{"title": f"result of {session_id}", "body": "found"}]}
+            return ChatResponse(None, (ToolCall(f"s-{session_id}", "submit_result", json.dumps(items)),), Usage(10, 5))
+        self.finished_at[session_id] = self.clock.now()
+        return ChatResponse(None, (ToolCall(f"f-{session_id}", "finish", '{"summary": "done"}'),), Usage(10, 5))
+
+    def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
+        return None
+
+
+class NoTools:
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return ()
+
+    async def execute(self, name: str, input: dict[str, Any]) -> ToolOutput:
+        return ToolOutput("error: no tools", is_error=True)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def sessions(log: SessionLog, n: int) -> list[tuple[str, Partition]]:
+    out = []
+    for i in range(n):
+        p = Partition(id=f"p{i:04d}", index=i, kind=InputKind.LIST, items=(f"item {i}",), item_ids=(i,), est_tokens=1)
+        sid = session_id_for(RUN, i)
+        info = {"run_id": RUN, "index": i, "partition_id": p.id, "partition": p.to_dict(), "task": "t", "model": "m"}
+        await log.emit_event(sid, EventType.SESSION_CREATED, {**info, "max_tokens": 100})
+        out.append((sid, p))
+    return out
+
+
+def make_pool(clock: VirtualClock, workers: list[str], **health: float) -> WorkerPool:
+    pool = WorkerPool(clock, health=HealthConfig(**health))  # type: ignore[arg-type]
+    for w in workers:
+        pool.register(WorkerSpec(worker_id=w))
+    return pool
+
+
+def dispatcher(
+    log: SessionLog, gateway: ModelGateway, clock: VirtualClock, pool: WorkerPool, *, slots: int = 10, **kw: Any
+) -> Dispatcher:
+    return Dispatcher(
+        log=log,
+        gateway=gateway,
+        hands_for=lambda _p: NoTools(),
+        slots=LocalSlots(slots),
+        clock=clock,
+        options=DispatchOptions(check_interval=1.0, retry_backoff=1.0),
+        pool=pool,
+        **kw,
+    )
+
+
+async def until(check: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Real time: let the store's I/O run until the scenario reaches the state it waits for."""
+    async with asyncio.timeout(seconds):
+        while not check():
+            await asyncio.sleep(0.005)
+
+
+@pytest.fixture
+async def log(tmp_path: Path) -> Any:
+    store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def types_of(log: SessionLog, sid: str) -> list[str]:
+    return [e.type for e in await log.get_events(sid)]
+
+
+async def test_a_crash_moves_the_session_to_a_backup_that_resumes_from_the_log(log: SessionLog) -> None:
+    clock = VirtualClock()
+    gw = Scripted(clock)
+    pool = make_pool(clock, ["a", "b"])
+    faults = WorkerFaults(crash={"a"}, strike_at=(3, 3))  # session_started and model_request land
+    d = dispatcher(log, gw, clock, pool, interpose=faults)
+    (sid, p), *_ = await sessions(log, 1)
+    outcomes = await d.run([(sid, p)])
+    assert outcomes[sid].outcome is Outcome.COMPLETED
+    types = await types_of(log, sid)
+    assert types == [
+        "session_created",
+        "session_started",
+        "model_request",  # the crash hit the write of its response
+        "attempt_failed",
+        "session_resumed",
+        "model_response",  # the lost call was sent again, recorded once
+        "tool_call",
+        "result_item",
+        "tool_result",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_result",
+        "session_completed",
+    ]
+    failed = next(e.data for e in await log.get_events(sid) if e.type == EventType.ATTEMPT_FAILED)
+    assert (failed["kind"], failed["worker"], failed["attempt"]) == ("crash", "a", 1)
+    assert gw.calls == [sid] * 3
+    assert (pool.health.stats("a").failures, pool.health.stats("b").successes) == (1, 1)
+    assert (d.stats.completed, d.stats.reassigned, d.stats.attempts_failed) == (1, 1, 1)
+
+
+async def test_a_hung_worker_is_detected_after_hung_after_and_its_session_moves(log: SessionLog) -> None:
+    clock = VirtualClock()
+    gw = Scripted(clock)
+    pool = make_pool(clock, ["a", "b"], hung_after=5.0, dead_after=3.0)
+    faults = WorkerFaults(hang={"a"}, strike_at=(2, 2))  # session_started lands, then nothing
+    d = dispatcher(log, gw, clock, pool, interpose=faults)
+    (sid, p), *_ = await sessions(log, 1)
+    run = asyncio.create_task(d.run([(sid, p)]))
+    await until(lambda: faults.struck["a"] == 1)
+    moved_at = None
+    for _ in range(10):  # one health round per virtual second; the round that finds it charges "a"
+        await clock.run_for(1.0)
+        if pool.health.stats("a").failures:
+            moved_at = clock.now()
+            break
+    # progress last seen at the first health round (t=1); five seconds without it: hung at t=6
+    assert moved_at == 6.0
+    outcomes = await run
+    assert outcomes[sid].outcome is Outcome.COMPLETED
+    failed = [e.data for e in await log.get_events(sid) if e.type == EventType.ATTEMPT_FAILED]
+    assert [(f["kind"], f["worker"]) for f in failed] == [("hung", "a")]
+    assert pool.health.stats("a").failures == 1 and pool.health.stats("a").breaker is BreakerState.CLOSED
+    assert (await types_of(log, sid)).count("session_completed") == 1
+
+
+class Flaky:
+    """An interposer whose workers crash while they are listed in ``bad`` (a worker can heal)."""
+
+    def __init__(self, bad: set[str]) -> None:
+        self.bad = bad
+        self.inner = WorkerFaults(crash={"a", "b", "c"}, strike_at=(2, 2))
+
+    def __call__(self, lease: Lease, log: SessionLog, gateway: ModelGateway) -> tuple[SessionLog, ModelGateway]:
+        if lease.worker_id in self.bad:
+            return self.inner(lease, log, gateway)
+        return log, gateway
+
+
+async def test_three_failures_open_the_breaker_and_a_half_open_probe_brings_the_worker_back(log: SessionLog) -> None:
+    clock = VirtualClock()
+    gw = Scripted(clock)
+    pool = make_pool(clock, ["a"], cooldown=10.0, hung_after=100.0, dead_after=3.0)
+    flaky = Flaky({"a"})
+    d = dispatcher(log, gw, clock, pool, interpose=flaky)
+    (sid, p), *_ = await sessions(log, 1)
+    run = asyncio.create_task(d.run([(sid, p)]))
+    # three crashes at t=0 open the breaker: the session waits (the fleet degrades, it does not fail)
+    await until(lambda: d.stats.waiting_for_worker == 1 and flaky.inner.struck["a"] == 3)
+    assert pool.health.breaker("a") is BreakerState.OPEN and pool.statistics().admitting == 0
+    await clock.run_for(9.0)
+    assert flaky.inner.struck["a"] == 3  # still open at t=9
+    await clock.run_for(1.0)  # t=10: half-open, one probe; it crashes: open again, cooldown doubled
+    await until(lambda: flaky.inner.struck["a"] == 4 and d.stats.waiting_for_worker == 1)
+    assert pool.health.breaker("a") is BreakerState.OPEN
+    flaky.bad.clear()  # the worker heals
+    await clock.run_for(19.0)
+    assert not run.done() and gw.finished_at == {}
+    await clock.run_for(1.0)  # t=30: the probe succeeds, the breaker closes
+    outcomes = await run
+    assert outcomes[sid].outcome is Outcome.COMPLETED and gw.finished_at == {sid: 30.0}
+    st = pool.health.stats("a")
+    assert (st.breaker, st.failures, st.successes, st.consecutive_failures) == (BreakerState.CLOSED, 4, 1, 0)
+    failed = [e.data["kind"] for e in await log.get_events(sid) if e.type == EventType.ATTEMPT_FAILED]
+    assert failed == ["crash"] * 4
+
+
+async def test_a_depleted_pool_queues_sessions_in_order_instead_of_failing(log: SessionLog) -> None:
+    clock = VirtualClock()
+    gw = Scripted(clock)
+    pool = make_pool(clock, ["a", "b"])
+    started: list[str] = []
+    peak = 0
+
+    def watch(lease: Lease, lg: SessionLog, g: ModelGateway) -> tuple[SessionLog, ModelGateway]:
+        nonlocal peak
+        started.append(lease.session_id)
+        peak = max(peak, pool.statistics().load)  # sessions holding a worker, this one included
+        return lg, g
+
+    d = dispatcher(log, gw, clock, pool, interpose=watch)
+    todo = await sessions(log, 6)
+    for sid, _ in todo:
+        gw.hold[sid] = asyncio.Event()
+    run = asyncio.create_task(d.run(todo))
+    await until(lambda: len(started) == 2 and d.stats.waiting_for_worker == 4)
+    for sid, _ in todo:  # release one at a time: the next waiter in line takes the freed worker
+        gw.hold[sid].set()
+        await until(lambda s=sid: s in gw.finished_at)
+    outcomes = await run
+    assert all(o.outcome is Outcome.COMPLETED for o in outcomes.values()) and len(outcomes) == 6
+    assert started == [sid for sid, _ in todo] and peak == 2
+    assert d.stats.waiting_for_worker == 0 and pool.statistics().load == 0
+
+
+async def test_work_moves_off_a_worker_whose_risk_says_it_is_about_to_fail(log: SessionLog) -> None:
+    clock = VirtualClock()
+    gw = Scripted(clock)
+    pool = make_pool(clock, ["a", "b"], hung_after=100.0, dead_after=3.0)
+    d = dispatcher(log, gw, clock, pool)
+    (sid, p), *_ = await sessions(log, 1)
+    gw.hold[sid] = asyncio.Event()
+    run = asyncio.create_task(d.run([(sid, p)]))
+    await until(lambda: gw.calls == [sid])  # a model call in flight on worker a
+    assert pool.load("a") == 1
+    # recent failures and a latency trend rising past its baseline: risk above drain_at
+    for latency in (1.0, 1.0, 1.0):
+        pool.health.record_success("a", latency)
+    pool.health.record_failure("a", 10.0)
+    pool.health.record_failure("a", 10.0)
+    assert pool.health.risk("a") >= pool.health.config.drain_at
+    assert pool.health.breaker("a") is BreakerState.CLOSED  # not failed three times: only at risk
+    await clock.run_for(1.0)
+    await until(lambda: len(gw.calls) == 2)  # the call was sent again from worker b
+    gw.hold[sid].set()
+    outcomes = await run
+    assert outcomes[sid].outcome is Outcome.COMPLETED
+    failed = [e.data for e in await log.get_events(sid) if e.type == EventType.ATTEMPT_FAILED]
+    assert [(f["kind"], f["worker"]) for f in failed] == [("moved", "a")]
+    assert pool.health.stats("a").failures == 2  # moving work off it charged nothing more
+    assert pool.health.stats("b").successes == 1
+    assert [e.type for e in await log.get_events(sid)].count(EventType.MODEL_RESPONSE) == 2
+
+
+def test_the_idle_index_picks_what_a_full_scan_picks() -> None:
+    rng = random.Random(7)
+    clock = VirtualClock()
+    pool = WorkerPool(clock, health=HealthConfig(cooldown=5.0))
+    for i in range(30):
+        pool.register(WorkerSpec(worker_id=f"w{i:02d}", max_load=rng.choice([1, 1, 1, 2, 3])))
+    leases: list[Lease] = []
+    for step in range(3000):
+        op = rng.random()
+        if op < 0.5:
+            exclude = {f"w{rng.randrange(30):02d}"} if rng.random() < 0.3 else set()
+            sid = f"s{step}"
+            expected = least_loaded(pool._candidates(None, (), exclude))
+            got = pool.acquire(sid, exclude=exclude)
+            assert (got.worker_id if got else None) == (expected.worker_id if expected else None), step
+            if got is not None:
+                leases.append(got)
+        elif leases and op < 0.8:
+            lease = leases.pop(rng.randrange(len(leases)))
+            pool.release(lease, ok=rng.random() < 0.7, latency=rng.random())
+        elif leases and op < 0.9:
+            lease = leases.pop(rng.randrange(len(leases)))
+            moved = pool.fail(lease)
+            if moved is not None and moved.lease is not None:
+                leases.append(moved.lease)
+        else:
+            clock.advance(rng.random() * 3)
+            for w in pool.workers():
+                pool.heartbeat(w)
