@@ -50,6 +50,8 @@ PRICES = PriceTable()
 FILLER = "The quick brown fox checks every file for off-by-one errors. " * 120
 
 _AUTH = """
+import hashlib
+
 from litellm.proxy._types import UserAPIKeyAuth
 
 AGENT_ID = hashlib.sha256(b"bench").hexdigest()
@@ -99,19 +101,26 @@ def cpu_seconds(pid: int) -> float:
 def process(
     cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
-    )
-    try:
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 2)
+    with tempfile.TemporaryFile(mode="w+") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True
+        )
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
+            yield proc
+        except BaseException:
+            log.seek(0)
+            tail = log.read()[-2000:]
+            if tail.strip():
+                print(f"--- {Path(cmd[0]).name} said:\n{tail}", file=sys.stderr)
+            raise
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 2)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
 
 
 def body(session: str | None, i: int, *, metadata: bool) -> dict[str, object]:
@@ -216,7 +225,7 @@ async def litellm(sim_url: str, calls: int) -> dict[str, float]:
         cmd = [str(exe), "--config", "config.yaml", "--port", str(port), "--host", "127.0.0.1", "--num_workers", "1"]
         with process(cmd, cwd=work, env=env) as proc:
             base = f"http://127.0.0.1:{port}"
-            await _wait_up(base + "/health/liveliness", 180)
+            await _wait_up(base + "/health/liveliness", 300)
             url = base + "/v1/chat/completions"
             headers = {"Authorization": "Bearer sk-any"}
             return {
