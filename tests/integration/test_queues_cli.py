@@ -134,34 +134,44 @@ objects:
       preemption: {reclaimWithinCohort: Any}
       resourceGroups:
       - coveredResources: [pods]
-        flavors: [{name: default, resources: [{name: pods, nominalQuota: 3}]}]
+        flavors: [{name: default, resources: [{name: pods, nominalQuota: 1}]}]
   - apiVersion: kueue.x-k8s.io/v1beta2
     kind: ClusterQueue
     metadata: {name: team-b}
     spec:
       cohortName: research
       namespaceSelector: {}
-      fairSharing: {weight: "0.5"}
       resourceGroups:
       - coveredResources: [pods]
-        flavors: [{name: default, resources: [{name: pods, nominalQuota: 3}]}]
+        flavors: [{name: default, resources: [{name: pods, nominalQuota: 1}]}]
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ClusterQueue
+    metadata: {name: shared}
+    spec:
+      cohortName: research
+      namespaceSelector: {}
+      resourceGroups:
+      - coveredResources: [pods]
+        flavors: [{name: default, resources: [{name: pods, nominalQuota: 4}]}]
   - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: a}, spec: {clusterQueue: team-a}}
   - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: b}, spec: {clusterQueue: team-b}}
 workloads:
+  - {name: a0, queue: a, createdAt: 0}
   - {name: b1, queue: b, createdAt: 0}
   - {name: b2, queue: b, createdAt: 0}
   - {name: b3, queue: b, createdAt: 0}
   - {name: b4, queue: b, createdAt: 0}
   - {name: b5, queue: b, createdAt: 0}
-  - {name: b6, queue: b, createdAt: 0}
   - {name: a1, queue: a, createdAt: 1, runtime: 10}
-  - {name: a2, queue: a, createdAt: 1, runtime: 10}
+  - {name: a2, queue: a, createdAt: 2, runtime: 10}
+  - {name: a3, queue: a, createdAt: 3, runtime: 10}
 """
 
 
 def test_simulate_with_fair_sharing(tmp_path: Path) -> None:
-    # team-b borrows all three of team-a's pods; team-a's two sessions take two back by fair
-    # sharing (team-b keeps the larger share), and team-b gets them again once they finish.
+    # Both teams borrow the shared queue's four pods: team-b all of them at first. team-a's next
+    # sessions take two back while team-b's share stays larger; a third would give team-a the
+    # larger share, so it waits; team-b gets its pods back when team-a's sessions finish.
     path = tmp_path / "fair.yaml"
     path.write_text(FAIR_SCENARIO)
     proc = fleet("queues", "simulate", str(path), "--json", cwd=tmp_path)
@@ -171,5 +181,5 @@ def test_simulate_with_fair_sharing(tmp_path: Path) -> None:
         {"name": "b1", "by": "a1", "reason": "InCohortFairSharing"},
         {"name": "b2", "by": "a2", "reason": "InCohortFairSharing"},
     ]
-    assert final["finished"] == ["a1", "a2"]
-    assert final["admitted"] == ["b1", "b2", "b3", "b4", "b5", "b6"]
+    assert final["finished"] == ["a1", "a2", "a3"]
+    assert final["admitted"] == ["a0", "b1", "b2", "b3", "b4", "b5"]

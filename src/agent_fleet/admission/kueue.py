@@ -10,6 +10,7 @@ Unknown fields and kinds are kept as warnings, as ``kubectl`` would.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -308,16 +309,37 @@ def parse_fair_sharing(raw: Any, where: str) -> FairSharing:
     return FairSharing(enable=enable, preemption_strategies=chosen)
 
 
+# Kueue feature gates this admission controller follows, and the FairSharing field each sets.
+_GATES = {
+    "FairSharingPreemptWithinNominal": "preempt_within_nominal",
+    "FairSharingPrioritizeNonBorrowing": "prioritize_non_borrowing",
+}
+
+
 def _configuration(item: Mapping[str, Any], where: str, warnings: list[str]) -> FairSharing:
     api = item.get("apiVersion")
     if api is not None and api not in _CONFIG_API:
         warnings.append(f"Configuration {where}: apiVersion {api!r} is not Kueue's configuration API; read as v1beta1")
     for key in item:
-        if key not in ("apiVersion", "kind", "fairSharing"):
+        if key not in ("apiVersion", "kind", "fairSharing", "featureGates"):
             warnings.append(f"Configuration {where}: field {key} does not decide admission; ignored")
-    if "fairSharing" not in item:
-        return FairSharing(enable=False)
-    return parse_fair_sharing(item["fairSharing"], f"Configuration {where}")
+    gates = item.get("featureGates") or {}
+    if not isinstance(gates, Mapping):
+        raise ConfigError(f"Configuration {where}: featureGates: must be a mapping of gate names to true/false")
+    chosen: dict[str, bool] = {}
+    for gate, value in gates.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"Configuration {where}: featureGates.{gate}: must be true or false")
+        if gate in _GATES:
+            chosen[_GATES[gate]] = value
+        else:
+            warnings.append(f"Configuration {where}: feature gate {gate} does not decide admission here; ignored")
+    fs = parse_fair_sharing(item["fairSharing"], f"Configuration {where}") if "fairSharing" in item else FairSharing()
+    return replace(
+        fs,
+        preempt_within_nominal=chosen.get("preempt_within_nominal", fs.preempt_within_nominal),
+        prioritize_non_borrowing=chosen.get("prioritize_non_borrowing", fs.prioritize_non_borrowing),
+    )
 
 
 def _fair_weight(ctx: _Ctx, spec: Mapping[str, Any]) -> float:

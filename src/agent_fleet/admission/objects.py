@@ -92,6 +92,12 @@ class FairSharing:
 
     enable: bool = False
     preemption_strategies: tuple[str, ...] = FAIR_SHARING_STRATEGIES[2]
+    # Kueue's feature gates that shape fair sharing, with Kueue's defaults (beta, on since 0.17):
+    # a preemptor that stays within its nominal quota reclaims from borrowers without consulting
+    # the strategies (InCohortReclamation); the tournament puts heads whose subtree does not
+    # borrow on the flavors they request before the others.
+    preempt_within_nominal: bool = True
+    prioritize_non_borrowing: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

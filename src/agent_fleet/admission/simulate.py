@@ -15,9 +15,12 @@ Kueue's manager configuration::
 ``preemptionStrategies`` is one of ``[LessThanOrEqualToFinalShare]``, ``[LessThanInitialShare]``
 or both in that order (the default when omitted or empty). The same setting may come as a Kueue
 ``Configuration`` object (``apiVersion: config.kueue.x-k8s.io/v1beta1``) among ``objects``; the
-top-level key wins. With fair sharing enabled, each ClusterQueue's and Cohort's
-``spec.fairSharing.weight`` (default 1) weighs its dominant resource share, heads are ordered by
-share, and preemption in a cohort follows the strategies, with reason ``InCohortFairSharing``.
+top-level key wins. That object's ``featureGates`` may turn off the two fair-sharing gates Kueue
+enables by default (``FairSharingPreemptWithinNominal``, ``FairSharingPrioritizeNonBorrowing``).
+With fair sharing enabled, each ClusterQueue's and Cohort's ``spec.fairSharing.weight`` (default
+1) weighs its dominant resource share, heads are ordered by share, and preemption in a cohort
+follows the strategies, with reason ``InCohortFairSharing`` (``InCohortReclamation`` when the
+preemptor stays within its nominal quota).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +184,14 @@ def parse_scenario(data: Any) -> Scenario:
         if at < created[target]:
             raise ConfigError(f"{where}: at: before workload {target!r} is created")
         finishes.append((at, str(target)))
+    if fair_sharing is not None and objects.fair_sharing is not None:
+        # The key sets enable and strategies; feature gates still come from a Configuration.
+        gates = objects.fair_sharing
+        fair_sharing = replace(
+            fair_sharing,
+            preempt_within_nominal=gates.preempt_within_nominal,
+            prioritize_non_borrowing=gates.prioritize_non_borrowing,
+        )
     return Scenario(objects=objects, workloads=tuple(workloads), finishes=tuple(finishes), fair_sharing=fair_sharing)
 
 

@@ -1,8 +1,10 @@
 """Fair sharing, each case taken from Kueue: preemption from
-pkg/scheduler/preemption/preemption_fair_test.go (TestFairPreemptions) and head ordering from
-pkg/scheduler/scheduler_test.go ("with fair sharing: ..."). Admitted workloads are placed as
-Kueue's tests place them (all at the same instant); then one scheduling cycle runs for the
-incoming workload and its preemptions are compared."""
+pkg/scheduler/preemption/preemption_fair_test.go (TestFairPreemptions, as of the release that
+turned FairSharingPreemptWithinNominal on by default: a preemptor within its nominal quota
+reclaims with reason InCohortReclamation) and head ordering from pkg/scheduler/scheduler_test.go
+("with fair sharing: ..."). Admitted workloads are placed as Kueue's tests place them (all at the
+same instant); then one scheduling cycle runs for the incoming workload and its preemptions are
+compared."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from agent_fleet.errors import ConfigError
 
 FS = "InCohortFairSharing"
 CQR = "InClusterQueue"
+RECLAIM = "InCohortReclamation"
 BOTH = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
 _FULL = {
@@ -44,12 +47,14 @@ CASES: dict[str, dict[str, Any]] = {
     "reclaim nominal from user using the most": dict(
         admitted=units("a", "a1", "a2", "a3") + units("b", "b1", "b2", "b3", "b4", "b5") + units("c", "c1"),
         incoming=("c_incoming", "c", 1, 0),
-        want={("b1", FS)},
+        want={("b1", RECLAIM)},
+        want_without_gate={("b1", FS)},
     ),
     "can reclaim from queue using less, if taking the latest workload from user using the most isn't enough": dict(
         admitted=[("a1", "a", 3, 0), ("a2", "a", 1, 0), ("b1", "b", 2, 0), ("b2", "b", 3, 0)],
         incoming=("c_incoming", "c", 3, 0),
-        want={("a1", FS)},
+        want={("a1", RECLAIM)},
+        want_without_gate={("a1", FS)},
     ),
     "reclaim borrowable quota from user using the most": dict(
         admitted=units("a", "a1", "a2", "a3") + units("b", "b1", "b2", "b3", "b4", "b5") + units("c", "c1"),
@@ -66,7 +71,8 @@ CASES: dict[str, dict[str, Any]] = {
             ("b3", "b", 3, 0),
         ],
         incoming=("c_incoming", "c", 2, 0),
-        want={("a1", FS), ("b1", FS)},
+        want={("a1", RECLAIM), ("b1", RECLAIM)},
+        want_without_gate={("a1", FS), ("b1", FS)},
     ),
     "can't preempt when everyone under nominal": dict(
         admitted=units("a", "a1", "a2", "a3") + units("b", "b1", "b2", "b3") + units("c", "c1", "c2", "c3"),
@@ -95,7 +101,8 @@ CASES: dict[str, dict[str, Any]] = {
     "preempt huge workload if there is no other option, as long as the target CQ gets a lower share": dict(
         admitted=[("b1", "b", 9, 0)],
         incoming=("a_incoming", "a", 2, 0),
-        want={("b1", FS)},
+        want={("b1", RECLAIM)},
+        want_without_gate={("b1", FS)},
     ),
     "can't preempt huge workload if the incoming is also huge": dict(
         admitted=[("a1", "a", 2, 0), ("b1", "b", 7, 0)],
@@ -268,7 +275,8 @@ CASES: dict[str, dict[str, Any]] = {
         ],
         admitted=[("b1", "b", 1, 0)],
         incoming=("a1", "a", 1, 0),
-        want={("b1", FS)},
+        want={("b1", RECLAIM)},
+        want_without_gate={("b1", FS)},
     ),
     "cohort with zero weight can reclaim nominal quota": dict(
         objects=[
@@ -280,24 +288,100 @@ CASES: dict[str, dict[str, Any]] = {
         incoming=("a1", "a", 1, 0),
         want={("b1", FS)},
     ),
+    # a: 2 premium within nominal + 5 cheap borrowed (a large share); b: 1 premium borrowed.
+    "nominal first: workload fitting within nominal can preempt despite high aggregate DRS": dict(
+        objects=[
+            flavor("premium"),
+            flavor("cheap"),
+            cq(
+                "a",
+                {},
+                cohort="all",
+                groups=[group({"premium": {"cpu": 3}, "cheap": {"cpu": 0}})],
+                preemption={"reclaimWithinCohort": "Any"},
+                fungibility={"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"},
+            ),
+            cq("b", {}, cohort="all", groups=[group({"premium": {"cpu": 0}, "cheap": {"cpu": 6}})]),
+        ],
+        admitted=[("a_prem1", "a", 1, 0, "premium"), ("a_prem2", "a", 1, 0, "premium")]
+        + [(f"a_cheap{i}", "a", 1, 0, "cheap") for i in range(1, 6)]
+        + [("b_prem1", "b", 1, 0, "premium")],
+        incoming=("a_incoming", "a", 1, 0),
+        want={("b_prem1", RECLAIM)},
+        want_without_gate=set(),
+    ),
+    "zero weight borrowing preemptor cannot preempt from a borrowing CQ with a non-zero weight": dict(
+        objects=[
+            cq("a", {"cpu": 1}, cohort="all", weight="0", preemption={"reclaimWithinCohort": "Any"}),
+            cq("b", {"cpu": 1}, cohort="all", weight="1"),
+        ],
+        admitted=[("a1", "a", 1, 0), ("b1", "b", 1, 0), ("b2", "b", 1, 0)],
+        incoming=("a_incoming", "a", 1, 0),
+        want=set(),
+    ),
+    "zero weight borrowing preemptor can preempt from a borrowing CQ which also has zero weight": dict(
+        objects=[
+            cohort("all", {"cpu": 3}),
+            cq("a", {"cpu": 1}, cohort="all", weight="0", preemption={"reclaimWithinCohort": "Any"}),
+            cq("b", {"cpu": 0}, cohort="all", weight="0"),
+        ],
+        admitted=[("b1", "b", 1, 0), ("b2", "b", 1, 0), ("b3", "b", 1, 0)],
+        incoming=("a_incoming", "a", 2, 0),
+        want={("b1", FS)},
+    ),
+    "non-zero weight borrowing preemptor preempts from a borrowing CQ": dict(
+        objects=[
+            cohort("all", {"cpu": 3}),
+            cq("a", {"cpu": 1}, cohort="all", weight="1", preemption={"reclaimWithinCohort": "Any"}),
+            cq("b", {"cpu": 0}, cohort="all", weight="1"),
+        ],
+        admitted=[("b1", "b", 1, 0), ("b2", "b", 1, 0), ("b3", "b", 1, 0)],
+        incoming=("a_incoming", "a", 2, 0),
+        want={("b1", FS)},
+    ),
+    # ROOT -> A (weight 0, 1 cpu) -> p (preemptor, 2 cpu), y (2 cpu); ROOT -> x (1 cpu).
+    "candidates skipped by the first strategy are still available to the second strategy": dict(
+        objects=[
+            cohort("A", {"cpu": 1}, parent="ROOT", weight="0"),
+            cq("p", {"cpu": 2}, cohort="A", weight="1", preemption={"reclaimWithinCohort": "Any"}),
+            cq("y", {"cpu": 2}, cohort="A", weight="1"),
+            cq("x", {"cpu": 1}, cohort="ROOT", weight="1"),
+        ],
+        admitted=[("p1", "p", 2, 0), ("y1", "y", 2, 0), ("y2", "y", 2, 0), ("x1", "x", 1, 0), ("x2", "x", 1, 0)],
+        incoming=("p_incoming", "p", 1, 0),
+        want={("y1", FS), ("x1", FS)},
+    ),
 }
 
 
-@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
-def test_fair_preemptions(case: str) -> None:
-    tc = CASES[case]
-    h = Harness(
-        tc.get("objects", BASE),
-        fair_sharing=FairSharing(enable=True, preemption_strategies=tc.get("strategies", BOTH)),
+def run_case(tc: dict[str, Any], *, within_nominal_gate: bool) -> set[tuple[str, str]]:
+    fair = FairSharing(
+        enable=True,
+        preemption_strategies=tc.get("strategies", BOTH),
+        preempt_within_nominal=within_nominal_gate,
     )
-    for name, queue, cpu, priority in tc["admitted"]:
-        h.reserve(name, queue, priority=priority, cpu=cpu)
+    h = Harness(tc.get("objects", BASE), fair_sharing=fair)
+    for name, queue, cpu, priority, *flavor_name in tc["admitted"]:
+        h.reserve(name, queue, priority=priority, flavor_name=(flavor_name or ["default"])[0], cpu=cpu)
     h.clock.advance(1)
     name, queue, cpu, priority = tc["incoming"]
     h.submit(name, queue, priority=priority, cpu=cpu)
     h.ctl.run_cycle()
-    assert {(victim, reason) for victim, by, reason in h.preempts} == tc["want"]
     assert all(by == name for _, by, _ in h.preempts)
+    return {(victim, reason) for victim, by, reason in h.preempts}
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_fair_preemptions(case: str) -> None:
+    assert run_case(CASES[case], within_nominal_gate=True) == CASES[case]["want"]
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_fair_preemptions_with_preempt_within_nominal_off(case: str) -> None:
+    # The same cases with Kueue's FairSharingPreemptWithinNominal gate off (its behaviour before
+    # the gate was turned on): every cross-queue victim must pass a share strategy.
+    tc = CASES[case]
+    assert run_case(tc, within_nominal_gate=False) == tc.get("want_without_gate", tc["want"])
 
 
 def eng(preemptor_queue_extra: list[dict[str, Any]]) -> AdmissionController:
@@ -374,7 +458,8 @@ def test_preempt_workload_from_cq_with_the_highest_share() -> None:
     ctl.submit(Workload(name="preemptor", queue="eng-beta", requests={"cpu": 30}))
     result = ctl.run_cycle()
     assert sorted(p.victim.name for p in result.preempted) == ["alpha1", "gamma1"]
-    assert {p.reason for p in result.preempted} == {FS}
+    # eng-beta stays within its nominal quota: it reclaims (Kueue's FairSharingPreemptWithinNominal).
+    assert {p.reason for p in result.preempted} == {RECLAIM}
     assert result.admitted == ()  # it waits for its victims to leave
     assert ctl.pending()[0] == ["alpha1", "gamma1", "preemptor"]
 
@@ -391,29 +476,54 @@ def test_dominant_resource_share_is_borrowing_over_what_the_cohort_can_lend() ->
 
 
 def test_scenario_key_enables_fair_sharing_in_simulate() -> None:
-    def objects(weight_b: str) -> list[dict[str, Any]]:
-        return [
-            flavor(),
-            cq("a", {"cpu": 3}, cohort="all", preemption=_ANY),
-            cq("b", {"cpu": 3}, cohort="all", preemption=_ANY, weight=weight_b),
-            lq("a", "a"),
-            lq("b", "b"),
-        ]
+    # a (3) runs its three; b (3) borrows c's three; c (3) lends. A fourth session of a must
+    # borrow too: under fair sharing it takes one of b's back (b keeps the larger share).
+    objects = [
+        flavor(),
+        cq("a", {"cpu": 3}, cohort="all", preemption=_ANY),
+        cq("b", {"cpu": 3}, cohort="all", preemption=_ANY),
+        cq("c", {"cpu": 3}, cohort="all"),
+        lq("a", "a"),
+        lq("b", "b"),
+    ]
+    workloads = [{"name": f"b{i}", "queue": "b", "requests": {"cpu": 1}, "createdAt": 0} for i in range(6)]
+    workloads += [{"name": f"a{i}", "queue": "a", "requests": {"cpu": 1}, "createdAt": 0} for i in range(3)]
+    workloads.append({"name": "a-new", "queue": "a", "requests": {"cpu": 1}, "createdAt": 1})
+    fair = {"enable": True, "preemptionStrategies": ["LessThanOrEqualToFinalShare"]}
+    res = simulate(parse_scenario({"objects": objects, "workloads": workloads, "fairSharing": fair}))
+    # b's six were admitted in the same instant: candidates tie on time and go by name.
+    assert res.preempted == [{"name": "b0", "by": "a-new", "reason": FS}]
+    assert "a-new" in res.admitted
+    # Without the key, classical preemption never lets a borrowing head reclaim: it waits.
+    classic = simulate(parse_scenario({"objects": objects, "workloads": workloads}))
+    assert classic.preempted == [] and classic.pending_inadmissible == ["a-new"]
+    # A Kueue Configuration object among the objects says the same as the key.
+    config: dict[str, Any] = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration"}
+    config["fairSharing"] = fair
+    from_config = simulate(parse_scenario({"objects": [config, *objects], "workloads": workloads}))
+    assert from_config.preempted == res.preempted
 
+
+def test_configuration_feature_gate_turns_within_nominal_reclamation_off() -> None:
+    objects = [
+        flavor(),
+        cq("a", {"cpu": 3}, cohort="all", preemption=_ANY),
+        cq("b", {"cpu": 3}, cohort="all"),
+        lq("a", "a"),
+        lq("b", "b"),
+    ]
     workloads = [{"name": f"b{i}", "queue": "b", "requests": {"cpu": 1}, "createdAt": 0} for i in range(6)]
     workloads.append({"name": "a1", "queue": "a", "requests": {"cpu": 2}, "createdAt": 1})
-    fair = {"enable": True, "preemptionStrategies": ["LessThanOrEqualToFinalShare"]}
-    res = simulate(parse_scenario({"objects": objects("1"), "workloads": workloads, "fairSharing": fair}))
-    # b's six were admitted in the same instant: candidates tie on time and go by name.
-    assert res.preempted == [{"name": "b0", "by": "a1", "reason": FS}, {"name": "b1", "by": "a1", "reason": FS}]
-    assert "a1" in res.admitted
-    # Without the key the same trace reclaims classically.
-    classic = simulate(parse_scenario({"objects": objects("1"), "workloads": workloads}))
-    assert {p["reason"] for p in classic.preempted} == {"InCohortReclamation"}
-    # A Kueue Configuration object among the objects says the same.
-    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration", "fairSharing": fair}
-    from_config = simulate(parse_scenario({"objects": [config, *objects("1")], "workloads": workloads}))
-    assert from_config.preempted == res.preempted
+    scenario: dict[str, Any] = {"objects": objects, "workloads": workloads, "fairSharing": {"enable": True}}
+    # a stays within its nominal quota: by default it reclaims, as Kueue does since the gate went beta.
+    assert {p["reason"] for p in simulate(parse_scenario(scenario)).preempted} == {RECLAIM}
+    gate_off = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "kind": "Configuration",
+        "featureGates": {"FairSharingPreemptWithinNominal": False},
+    }
+    scenario["objects"] = [gate_off, *objects]
+    assert {p["reason"] for p in simulate(parse_scenario(scenario)).preempted} == {FS}
 
 
 @pytest.mark.parametrize(
@@ -461,3 +571,26 @@ def test_tournament_compares_cohorts_by_their_own_share() -> None:
     result = h.ctl.run_cycle()
     assert [a.workload.name for a in result.admitted] == ["l-new"]
     assert "r-new" in h.active + h.inadmissible
+
+
+@pytest.mark.parametrize(("gate", "winner"), [(True, "p-new"), (False, "q-new")])
+def test_tournament_puts_heads_that_do_not_borrow_on_their_flavors_first(gate: bool, winner: str) -> None:
+    # Kueue's FairSharingPrioritizeNonBorrowing. One pod of flavor x is left. p borrows three of
+    # flavor y (a large share) but its head fits in p's own x; q's head would borrow x (a small
+    # share). With the gate p's head goes first; without it the lower share does.
+    objects = [
+        flavor("x"),
+        flavor("y"),
+        cq("p", {}, cohort="all", groups=[group({"x": {"cpu": 2}, "y": {"cpu": 0}})]),
+        cq("q", {}, cohort="all", groups=[group({"x": {"cpu": 0}, "y": {"cpu": 0}})]),
+        cq("lender", {}, cohort="all", groups=[group({"x": {"cpu": 0}, "y": {"cpu": 4}})]),
+    ]
+    h = Harness(objects, fair_sharing=FairSharing(enable=True, prioritize_non_borrowing=gate))
+    h.reserve("p-x", "p", flavor_name="x", cpu=1)
+    h.reserve("p-y", "p", flavor_name="y", cpu=3)
+    h.clock.advance(1)
+    h.submit("q-new", "q", created=0, cpu=1)
+    h.submit("p-new", "p", cpu=1)
+    result = h.ctl.run_cycle()
+    assert [a.workload.name for a in result.admitted] == [winner]
+    assert [a.flavors["cpu"] for a in result.admitted] == ["x"]

@@ -119,7 +119,8 @@ class Scheduler:
         entries, inadmissible = self._nominate(heads, snapshot)
         # 4. Order.
         entries.sort(key=lambda e: entry_order(e.assignment.borrowing, e.info))
-        ordered = fair_order(entries, snapshot) if self.fair_sharing is not None else iter(entries)
+        fair = self.fair_sharing
+        ordered = fair_order(entries, snapshot, fair) if fair is not None else iter(entries)
         # 5. Process.
         admitted: list[Admitted] = []
         preempted: list[Preempted] = []
@@ -184,7 +185,7 @@ class Scheduler:
             frs: frozenset[FlavorResource],
         ) -> list[Target]:
             if fair is not None:
-                return get_fair_targets(info, cq, requests, frs, snapshot, fair.preemption_strategies)
+                return get_fair_targets(info, cq, requests, frs, snapshot, fair)
             return get_targets(info, cq, requests, frs, snapshot)
 
         # Targets for the same head and request on an unchanged snapshot are the same: the

@@ -19,6 +19,10 @@ applied to each candidate of the target in turn:
   removing the candidate;
 * ``LessThanInitialShare`` (S2-b): preemptor's new share < target's share before.
 
+A preemptor that stays within its nominal quota with the incoming workload counted (Kueue's
+``FairSharingPreemptWithinNominal``, on by default) skips the strategies: it takes the next
+candidate of each visited ClusterQueue as reclamation (``InCohortReclamation``).
+
 A candidate that passes is taken (``InCohortFairSharing``) and the walk restarts from the root,
 since shares moved; those that fail are kept for the second strategy, which (when configured)
 takes at most one candidate per ClusterQueue under S2-b. Once the head fits, victims are added
@@ -38,11 +42,12 @@ from agent_fleet.admission.cache.fair_sharing import (
     is_zero_share,
 )
 from agent_fleet.admission.cache.resource_node import QuotaNode
-from agent_fleet.admission.objects import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
+from agent_fleet.admission.objects import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, FairSharing
 from agent_fleet.admission.scheduler.ordering import candidate_order
 from agent_fleet.admission.scheduler.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
+    IN_COHORT_RECLAMATION,
     Context,
     Target,
     fill_back,
@@ -67,12 +72,13 @@ def get_fair_targets(
     requests: dict[FlavorResource, int],
     frs_need_preemption: frozenset[FlavorResource],
     snapshot: Snapshot,
-    strategies: tuple[str, ...],
+    fair: FairSharing,
 ) -> list[Target]:
     """The victims that let ``requests`` fit in ``cq`` under fair sharing; empty if none do.
 
     The snapshot is left exactly as it was found.
     """
+    strategies = fair.preemption_strategies
     ctx = Context(preemptor, cq, requests, frs_need_preemption, snapshot)
     candidates = _find_candidates(ctx)
     if not candidates:
@@ -81,7 +87,10 @@ def get_fair_targets(
     start = snapshot.mark()
     snapshot.add_usage(cq, requests)  # shares count the incoming workload as admitted
     targets: list[Target] = []
-    fits, retry = _first_strategy(ctx, candidates, _STRATEGIES[strategies[0]], targets)
+    # FairSharingPreemptWithinNominal: a preemptor still within its nominal quota, counting the
+    # incoming workload, takes its quota back from borrowers whatever the shares say.
+    within_nominal = fair.preempt_within_nominal and not _borrowing(cq, frs_need_preemption)
+    fits, retry = _first_strategy(ctx, candidates, _STRATEGIES[strategies[0]], targets, within_nominal)
     if not fits and len(strategies) > 1:
         fits = _second_strategy(ctx, retry, targets)
     if not fits:
@@ -132,13 +141,17 @@ def _take(ctx: Context, info: WorkloadInfo, reason: str, targets: list[Target]) 
 
 
 def _first_strategy(
-    ctx: Context, candidates: list[WorkloadInfo], strategy: Strategy, targets: list[Target]
+    ctx: Context, candidates: list[WorkloadInfo], strategy: Strategy, targets: list[Target], within_nominal: bool
 ) -> tuple[bool, list[WorkloadInfo]]:
     ordering = _Ordering(ctx, candidates)
     retry: list[WorkloadInfo] = []
     for target in ordering:
         if target is ctx.cq:
             if _take(ctx, ordering.pop(target), IN_CLUSTER_QUEUE, targets):
+                return True, []
+            continue
+        if within_nominal:
+            if _take(ctx, ordering.pop(target), IN_COHORT_RECLAMATION, targets):
                 return True, []
             continue
         preemptor_new, target_old = ordering.shares(target)
