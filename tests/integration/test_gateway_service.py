@@ -195,3 +195,48 @@ async def test_provider_key_never_leaves_the_gateway(stack: Stack) -> None:
     texts += [json.dumps(outcome) for _, outcome in stack.calls]
     assert all(PROVIDER_KEY not in t for t in texts)
     assert Decimal(stack.gateway.statistics().run["cost_usd"]) > 0
+
+
+async def test_no_log_line_error_or_answer_carries_the_provider_key(caplog: pytest.LogCaptureFixture) -> None:
+    """A provider that echoes the key it was sent, everything logged at DEBUG: the key shows up nowhere."""
+    from aiohttp import web
+
+    async def echo(request: web.Request) -> web.Response:
+        sent = request.headers.get("Authorization", "")
+        body = {"error": {"type": "invalid_request_error", "message": f"bad key {sent}"}}
+        return web.json_response(body, status=400)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    caplog.set_level("DEBUG")
+    provider = OpenAIProvider(api_key=PROVIDER_KEY, base_url=f"http://127.0.0.1:{port}/v1")
+    gateway = Gateway(provider)
+    outcomes: list[dict[str, Any]] = []
+
+    async def observe(session_id: str, outcome: dict[str, Any]) -> None:
+        outcomes.append(outcome)
+
+    service = GatewayService(gateway, on_call=observe)
+    await service.start()
+    client = openai.AsyncOpenAI(base_url=service.root_url + "/v1", api_key=service.issue("s"), max_retries=0)
+    try:
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.chat.completions.create(model="m", messages=MESSAGES)
+        from agent_fleet.domain.model import ChatRequest
+
+        with pytest.raises(Exception) as direct:
+            await gateway.complete("t", ChatRequest(model="m", messages=MESSAGES))
+    finally:
+        await client.close()
+        await service.aclose()
+        await gateway.aclose()
+        await runner.cleanup()
+    texts = [str(info.value), info.value.response.text, str(direct.value), repr(direct.value), caplog.text]
+    texts += [json.dumps(o) for o in outcomes] + [json.dumps(gateway.statistics().to_dict())]
+    assert "bad key" in info.value.response.text  # the provider's message came through, scrubbed
+    assert all(PROVIDER_KEY not in t for t in texts)

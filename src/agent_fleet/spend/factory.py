@@ -25,6 +25,7 @@ from agent_fleet.spend.port import ModelProvider
 from agent_fleet.spend.prices import PriceTable, Rates
 from agent_fleet.spend.providers import build_provider, provider_kind, resolve_api_key, resolve_base_url
 from agent_fleet.spend.retry import RetryPolicy
+from agent_fleet.spend.router import Router
 
 __all__ = ["build_gateway", "price_table"]
 
@@ -131,6 +132,7 @@ def build_gateway(
         retry=RetryPolicy(max_attempts=rl.max_attempts),
         requests_per_minute=rl.requests_per_minute,
         tokens_per_minute=rl.tokens_per_minute,
+        router=Router(cfg.models) if len(cfg.models) > 1 else None,
     )
     for queue, usd in b.queue_usd.items():
         gw.set_queue_budget(queue, usd=usd)

@@ -30,6 +30,7 @@ from typing import Any
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.domain.model import ChatRequest, ChatResponse
 from agent_fleet.domain.usage import Usage
+from agent_fleet.errors import BudgetExhausted, Overloaded, ProviderUnreachable, QuotaExhausted
 from agent_fleet.spend.breaker import BreakerConfig, CircuitBreaker
 from agent_fleet.spend.budget import UNSET, Account, BudgetBook
 from agent_fleet.spend.call import CallSlot, Lane
@@ -46,8 +47,23 @@ from agent_fleet.spend.meter import Meter, Tally
 from agent_fleet.spend.port import ModelProvider
 from agent_fleet.spend.prices import PriceTable
 from agent_fleet.spend.retry import RetryPolicy
+from agent_fleet.spend.router import Router
 
 __all__ = ["Gateway", "GatewayStatistics", "apply_budget_event"]
+
+
+def _fallback_cause(exc: BaseException) -> str | None:
+    """Why a call may move to the next model, or None when it must not (the session pauses or fails)."""
+    if isinstance(exc, QuotaExhausted):
+        return "is out of quota"
+    if isinstance(exc, BudgetExhausted):
+        return "reached its model budget" if exc.scope == "model" else None
+    if isinstance(exc, Overloaded):
+        return "kept failing (overloaded)"
+    if isinstance(exc, ProviderUnreachable) and not getattr(exc, "sent", False):
+        return "is unreachable"
+    return None
+
 
 _ZERO = Decimal(0)
 
@@ -111,6 +127,8 @@ class Gateway:
         estimator: PromptEstimator | None = None,
         estimate_prompt: Callable[[ChatRequest], int] | None = None,
         rand: Callable[[], float] | None = None,
+        router: Router | None = None,
+        on_route: Callable[[str, dict[str, str]], None] | None = None,
     ) -> None:
         self.provider = provider
         self.routes: dict[str, ModelProvider] = dict(routes or {})
@@ -131,6 +149,8 @@ class Gateway:
         self.estimator = estimator or PromptEstimator()
         self._estimate_prompt = estimate_prompt
         self._rand = rand or random.random
+        self.router = router
+        self.on_route = on_route  # told of every fallback decision: (session_id, {model, name, tier, reason})
         self._adaptive_config: AdaptiveConfig | None
         if adaptive is True:
             self._adaptive_config = AdaptiveConfig(baseline=concurrency)
@@ -259,6 +279,27 @@ class Gateway:
         return self.estimator.estimate(model, request)
 
     async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
+        """One model call for ``session_id``; with a router, failures fall back along the declared chain."""
+        if self.router is None:
+            return await self._complete_once(session_id, request)
+        tried: set[str] = set()
+        while True:
+            try:
+                return await self._complete_once(session_id, request)
+            except (QuotaExhausted, BudgetExhausted, Overloaded, ProviderUnreachable) as exc:
+                cause = _fallback_cause(exc)
+                if cause is None:
+                    raise
+                model = self.aliases.get(request.model, request.model) or getattr(self.provider, "model", "")
+                tried.add(model)
+                route = self.router.fallback(model, cause=cause, unavailable=tried | self._exhausted)
+                if route is None:
+                    raise
+                if self.on_route is not None:
+                    self.on_route(session_id, route.to_event())
+                request = replace(request, model=route.model)
+
+    async def _complete_once(self, session_id: str, request: ChatRequest) -> ChatResponse:
         provider = self.provider_for(request.model)
         model = self.aliases.get(request.model, request.model) or getattr(provider, "model", "")
         if model != request.model:
