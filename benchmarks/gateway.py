@@ -12,7 +12,9 @@ CPU per call: the gateway process tree's user + system CPU time (from /proc) ove
 non-streamed completions sent 16 at a time, divided by the calls. Overshoot: one session with a
 $0.01 cap, hit by 8 and then by 50 concurrent callers that each call until refused; the session's
 real spend (the provider's reported usage, priced at gpt-4.1-mini list rates, the same table for
-both) divided by the cap. Prompts differ per call so no prompt cache is involved.
+both) divided by the cap. Prompts differ per call so no prompt cache is involved. Also, in this
+process: CPU per call of ``Gateway.complete`` beside the bare official ``openai`` SDK (the engine's
+per-call budget is the SDK's cost), against the same provider.
 
     python benchmarks/gateway.py [--calls 1000] [--skip-litellm]
 
@@ -254,6 +256,41 @@ async def _wait_up(url: str, seconds: float) -> None:
     raise SystemExit(f"{url} did not come up in {seconds:.0f} s")
 
 
+async def in_process(sim_url: str, calls: int) -> dict[str, float]:
+    """CPU of this process per call: ``Gateway.complete`` beside the bare official OpenAI SDK."""
+    import openai
+
+    from agent_fleet.domain.model import ChatRequest
+    from agent_fleet.spend.gateway import Gateway
+    from agent_fleet.spend.providers import OpenAIProvider
+
+    sem = asyncio.Semaphore(16)
+    sdk = openai.AsyncOpenAI(base_url=sim_url, api_key=PROVIDER_KEY, max_retries=0)
+    gw = Gateway(OpenAIProvider(api_key=PROVIDER_KEY, base_url=sim_url, model=MODEL), session_tokens=None)
+
+    async def via_sdk(i: int) -> None:
+        async with sem:
+            b = body(None, i, metadata=False)
+            await sdk.chat.completions.create(model=MODEL, messages=b["messages"], max_tokens=400)  # type: ignore[arg-type]
+
+    async def via_gateway(i: int) -> None:
+        async with sem:
+            b = body(None, i, metadata=False)
+            await gw.complete(f"s{i % 50}", ChatRequest(model=MODEL, messages=b["messages"], max_tokens=400))  # type: ignore[arg-type]
+
+    out: dict[str, float] = {}
+    try:
+        for name, fn in (("sdk", via_sdk), ("gateway", via_gateway)):
+            await asyncio.gather(*(fn(i) for i in range(50)))
+            before = time.process_time()
+            await asyncio.gather(*(fn(i) for i in range(calls)))
+            out[name] = (time.process_time() - before) / calls
+    finally:
+        await sdk.close()
+        await gw.aclose()
+    return out
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=1000)
@@ -263,6 +300,7 @@ async def main() -> None:
     with process(sim_cmd) as sim:
         assert sim.stdout is not None
         sim_url = sim.stdout.readline().strip()
+        local = await in_process(sim_url, args.calls)
         a = await ours(sim_url, args.calls)
         b = None if args.skip_litellm else await litellm(sim_url, args.calls)
     print(f"one simulated provider (0.2 s latency), {args.calls} calls for CPU, session cap ${CAP}\n")
@@ -272,6 +310,10 @@ async def main() -> None:
     for key, label in (("x8", "spend / cap, 8 concurrent callers"), ("x50", "spend / cap, 50 concurrent callers")):
         theirs = f"{b[key]:>15.2f}×" if b else f"{'—':>16}"
         print(f"{label:<34}{a[key]:>11.2f}×{theirs}")
+    print(
+        f"\nin process, CPU per call: Gateway.complete {local['gateway'] * 1000:.2f} ms beside the official "
+        f"openai SDK {local['sdk'] * 1000:.2f} ms (ratio {local['gateway'] / local['sdk']:.2f})"
+    )
     if b:
         ratio = b["cpu"] / a["cpu"]
         met = ratio >= 7 and a["x8"] <= 1.0 and a["x50"] <= 1.0

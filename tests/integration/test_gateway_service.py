@@ -5,6 +5,7 @@ Upstream is the simulated provider on loopback; the gateway holds the only provi
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -240,3 +241,40 @@ async def test_no_log_line_error_or_answer_carries_the_provider_key(caplog: pyte
     texts += [json.dumps(o) for o in outcomes] + [json.dumps(gateway.statistics().to_dict())]
     assert "bad key" in info.value.response.text  # the provider's message came through, scrubbed
     assert all(PROVIDER_KEY not in t for t in texts)
+
+
+async def test_a_stream_cut_by_the_client_is_charged_its_reservation() -> None:
+    async with SimProvider(SimConfig(per_output_token_s=0.02)) as sim:
+        provider = OpenAIProvider(api_key=PROVIDER_KEY, base_url=sim.base_url, model="gpt-4.1-mini")
+        gateway = Gateway(provider)
+        service = GatewayService(gateway)
+        await service.start()
+        try:
+            token = service.issue("cut")
+            body = {"model": "m", "messages": MESSAGES, "max_tokens": 300, "stream": True}
+            async with (
+                httpx.AsyncClient() as http,
+                http.stream(
+                    "POST",
+                    service.root_url + "/v1/chat/completions",
+                    json=body,
+                    headers={"Authorization": f"Bearer {token}"},
+                ) as response,
+            ):
+                assert response.status_code == 200
+                async for _ in response.aiter_raw():
+                    break  # the client hangs up after the first bytes
+            for _ in range(100):
+                if gateway.statistics().in_flight == 0:
+                    break
+                await asyncio.sleep(0.05)
+            stats = gateway.statistics()
+            assert (stats.in_flight, stats.open_reservations, stats.concurrency.borrowed_tokens) == (0, 0, 0)
+            budget = gateway.session_budget("cut")
+            # never zero: the worst case (prompt estimate + max_tokens) is what a cut stream costs
+            assert gateway.session_usage("cut").output_tokens == 300  # max_tokens, not what was streamed
+            assert budget["spent_tokens"] > 300
+            assert Decimal(budget["spent_usd"]) > 0
+        finally:
+            await service.aclose()
+            await gateway.aclose()
