@@ -193,8 +193,8 @@ async def main() -> None:
     parser.add_argument("--callers", type=int, default=300)
     args = parser.parse_args()
     print(f"hidden capacity, {args.callers} closed-loop callers, {args.seconds:.0f} simulated s per run\n")
-    cols = ("goodput steady", "429s steady", "goodput all", "429s all")
-    header = f"{'scenario':<12} {'client':<24} " + " ".join(f"{c:>{max(len(c), 9)}}" for c in cols)
+    cols = (("goodput steady", 14), ("429s steady", 12), ("goodput all", 12), ("429s all", 9))
+    header = f"{'scenario':<12} {'client':<24} " + " ".join(f"{c:>{w}}" for c, w in cols)
     print(header)
     print("-" * len(header))
     verdicts = []
