@@ -8,6 +8,11 @@ One call goes down a stack of small steps::
     meter    charge the real usage at list price; settle the reservation
     provider one HTTP request
 
+The steps live in :class:`~agent_fleet.spend.call.CallSlot`, which the HTTP service uses too. The
+overshoot bound a budget guarantees is stated (and tested) in :mod:`agent_fleet.spend.budget`. With a
+:class:`~agent_fleet.spend.router.Router`, a call whose model is out of quota, over its model budget
+or failing for good moves to the next model of the declared chain (``on_route`` hears each decision).
+
 Every exit path — success, provider error, timeout, cancellation — settles the reservation and
 returns the permit (``finally`` blocks; the tests count both after 10,000 mixed calls). What is
 charged on each path:
