@@ -46,8 +46,10 @@ from agent_fleet.hands.port import Hands, ToolOutput
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
+from agent_fleet.spend.factory import build_gateway
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
-from agent_fleet.spend.providers import build_provider
+from agent_fleet.spend.guards import RunawayGuard
+from agent_fleet.spend.router import estimate_difficulty
 from agent_fleet.workforce import Workforce
 
 __all__ = [
@@ -175,6 +177,15 @@ class Engine:
         self._slots_for = slots_for or self.default_slots
         self._live = _Live()
         self._closed = False
+        # The gateway decides fallbacks inside a call; its decisions are recorded on the next tick.
+        self._routes: list[tuple[str, dict[str, str]]] = []
+        gateway.on_route = lambda sid, route: self._routes.append((sid, route))
+
+    async def flush_routes(self) -> None:
+        """Record the gateway's routing decisions as ``route`` events of their sessions."""
+        pending, self._routes = self._routes, []
+        for sid, route in pending:
+            await self.log.emit_event(sid, EventType.ROUTE, route)
 
     def default_slots(self, options: RunOptions) -> SessionSlots:
         """Admission per fleet.yaml ``queues:``; without it one ClusterQueue whose ``pods`` quota is
@@ -204,10 +215,17 @@ class Engine:
     async def _create_sessions(self, run_id: str, plan: Plan, options: RunOptions) -> None:
         existing = {r.session_id for r in await self.log.list_sessions(run_id)}
 
+        router = self.gateway.router
+
         async def create(p: Partition) -> None:
             sid = session_id_for(run_id, p.index)
             if sid in existing:
                 return
+            model = options.model
+            route = None
+            if router is not None:  # fleet.yaml tiers: the partition's difficulty picks the model
+                route = router.route(estimate_difficulty(p, plan.task)).to_event()
+                model = route["model"]
             info = {
                 "run_id": run_id,
                 "index": p.index,
@@ -215,10 +233,13 @@ class Engine:
                 "partition": p.to_dict(),
                 "task": plan.task,
                 "input_root": plan.input_path,
-                "model": options.model,
+                "model": model,
                 "max_tokens": options.max_tokens,
             }
-            await self.log.emit_event(sid, EventType.SESSION_CREATED, info)
+            events: list[tuple[str, dict[str, Any]]] = [(EventType.SESSION_CREATED, info)]
+            if route is not None:
+                events.append((EventType.ROUTE, route))
+            await self.log.emit_events(sid, events)
 
         async with asyncio.TaskGroup() as tg:
             for p in plan.partitions:
@@ -236,7 +257,7 @@ class Engine:
         base = DispatchOptions(
             session_timeout=options.timeout,
             max_attempts=options.max_attempts,
-            limits=Limits(max_turns=options.max_turns),
+            limits=_limits(options),
         )
         wf = self.workforce
         parts = wf.dispatch_parts(base, sessions=len(todo), root=root) if wf is not None else {"options": base}
@@ -264,6 +285,7 @@ class Engine:
             poll.cancel()
             stop.set()
         await watcher.store_snapshot()
+        await self.flush_routes()
         return dispatcher.stats
 
     def hands_for(self, partition: Partition, root: str | None) -> Hands:
@@ -332,6 +354,21 @@ class Engine:
         if close is not None:
             await close()
         await self.log.close()
+
+
+def _limits(options: RunOptions) -> Limits:
+    """Per-session limits: max turns, and the runaway guard of fleet.yaml ``guards``."""
+    guards = load_config(options.config_path).guards
+    max_turns = options.max_turns or guards.max_turns
+
+    def guard() -> RunawayGuard:
+        return RunawayGuard(
+            max_turns=max_turns,
+            repeated_tool_calls=guards.repeated_tool_calls,
+            no_progress_turns=guards.no_progress_turns,
+        )
+
+    return Limits(max_turns=max_turns, guard=guard)
 
 
 def _run_status(sessions: list[SessionRecord]) -> str:
@@ -413,6 +450,7 @@ class _BudgetWatcher:
         while True:
             await asyncio.sleep(self.TICK)
             await self.store_snapshot()
+            await self._engine.flush_routes()
             paused = [
                 r.session_id
                 for r in await self._engine.log.list_sessions(self._run_id)
@@ -484,28 +522,27 @@ async def open_engine(
     log = open_store(resolve_store_url(store_url))
     await log.open()
     try:
-        provider = build_provider(
-            options.provider,
-            api_key=api_key,
+        gateway = build_gateway(
+            load_config(options.config_path),
+            provider=options.provider,
             model=options.model,
-            max_connections=options.max_concurrency + 8,
+            api_key=api_key,
+            session_tokens=options.budget_tokens,
+            session_usd=options.budget_usd,
+            fleet_usd=options.fleet_budget_usd,
+            concurrency=options.max_concurrency or None,
+            run_id=run_id,
+            clock=clock,
             env=env,
         )
         if check:
             try:
-                await check_provider(provider.base_url)
+                providers = (gateway.provider, *gateway.routes.values())
+                for url in sorted({str(getattr(p, "base_url", "")) for p in providers} - {""}):
+                    await check_provider(url)
             except BaseException:
-                await provider.aclose()
+                await gateway.aclose()
                 raise
-        gateway = Gateway(
-            provider,
-            clock=clock,
-            concurrency=options.max_concurrency,
-            session_tokens=options.budget_tokens,
-            session_usd=options.budget_usd,
-            run_usd=options.fleet_budget_usd,
-            run_id=run_id,
-        )
     except BaseException:
         await log.close()
         raise

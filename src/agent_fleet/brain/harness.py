@@ -61,7 +61,8 @@ class Harness:
 
     async def run(self, session_id: str, *, attempt: int = 1) -> SessionOutcome:
         state = await self._log.wake(session_id)
-        view = SessionView.from_events(state.events)
+        guard = self._limits.guard() if self._limits.guard is not None else None
+        view = SessionView.from_events(state.events, guard=guard)
         if view.state.terminal:
             return SessionOutcome(session_id, Outcome(view.state.value))
         self._gateway.restore_spent(session_id, view.usage, view.cost_usd)
@@ -92,7 +93,10 @@ class Harness:
                 await self._emit_many(view, events)
                 return SessionOutcome(session_id, Outcome.COMPLETED)
             elif isinstance(action, Pause):
-                await self._emit(view, EventType.SESSION_PAUSED, {"reason": action.reason})
+                data = {"reason": action.reason}
+                if view.trip is not None:
+                    data["message"] = view.trip.message
+                await self._emit(view, EventType.SESSION_PAUSED, data)
                 return SessionOutcome(session_id, Outcome.PAUSED, action.reason)
 
     async def _call_model(self, view: SessionView, action: CallModel) -> SessionOutcome | None:

@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent_fleet.brain.view import SessionView
+from agent_fleet.brain.view import SessionView, TurnGuard
 from agent_fleet.domain.model import ToolCall
 
 __all__ = ["Action", "CallModel", "Complete", "Limits", "Pause", "RunTool", "next_action"]
@@ -16,6 +17,9 @@ __all__ = ["Action", "CallModel", "Complete", "Limits", "Pause", "RunTool", "nex
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
     max_turns: int = 40
+    # A fresh runaway guard per session (repeated identical tool calls, no progress); it is fed every
+    # finished turn while the view is rebuilt, so a resumed session keeps its count.
+    guard: Callable[[], TurnGuard] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,8 @@ def next_action(view: SessionView, limits: Limits) -> Action | None:
         return Complete(summary=text[:500], text_result=text if view.results == 0 and text else None)
     if view.pending_turn is not None:
         return CallModel(turn=view.pending_turn, reissue=True)
+    if view.trip is not None:
+        return Pause(reason=view.trip.kind)
     if view.turn >= limits.max_turns:
         return Pause(reason="max_turns")
     return CallModel(turn=view.turn + 1, reissue=False)

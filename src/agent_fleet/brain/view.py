@@ -7,9 +7,10 @@ the session is done. The harness keeps nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from agent_fleet.brain.protocol import SYSTEM_PROMPT, first_user_message
 from agent_fleet.domain.events import Event, EventType, SessionState, project_state
@@ -17,7 +18,21 @@ from agent_fleet.domain.model import ChatResponse, ToolCall
 from agent_fleet.domain.plan import Partition
 from agent_fleet.domain.usage import Usage
 
-__all__ = ["SessionView"]
+__all__ = ["GuardTrip", "SessionView", "TurnGuard"]
+
+
+class GuardTrip(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+class TurnGuard(Protocol):
+    """Watches finished turns: their ``(tool name, arguments)`` calls and whether a result came."""
+
+    def observe_turn(self, tool_calls: Iterable[tuple[str, str]], *, produced: bool = False) -> GuardTrip | None: ...
 
 
 @dataclass
@@ -43,9 +58,19 @@ class SessionView:
     pause_reason: str | None = None
     finish_summary: str = ""
     started_calls: set[str] = field(default_factory=set)  # tool calls recorded as started
+    guard: TurnGuard | None = None
+    trip: GuardTrip | None = None  # the guard stopped the session
+    _turn_results_from: int = 0
+
+    def _close_turn(self) -> None:
+        """A turn ends when its last tool call has its result: tell the guard what it did."""
+        if self.guard is None or self.last_response is None or self.trip is not None:
+            return
+        calls = [(c.name, c.arguments) for c in self.last_response.tool_calls]
+        self.trip = self.guard.observe_turn(calls, produced=self.results > self._turn_results_from)
 
     @classmethod
-    def from_events(cls, events: list[Event] | tuple[Event, ...]) -> SessionView:
+    def from_events(cls, events: list[Event] | tuple[Event, ...], *, guard: TurnGuard | None = None) -> SessionView:
         if not events or events[0].type != EventType.SESSION_CREATED:
             raise ValueError("an agent session's log starts with session_created")
         first = events[0]
@@ -62,6 +87,7 @@ class SessionView:
                 {"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": first_user_message(info["task"], partition)},
             ],
+            guard=guard,
         )
         for ev in events:
             view.apply(ev)
@@ -84,12 +110,15 @@ class SessionView:
             self.last_response = resp
             self.messages.append(resp.assistant_message())
             self.open_calls = list(resp.tool_calls)
+            self._turn_results_from = self.results
             self.usage = self.usage + resp.usage
             self.cost_usd += resp.cost_usd
         elif t == EventType.TOOL_RESULT:
             call_id = ev.data["call_id"]
             self.messages.append({"role": "tool", "tool_call_id": call_id, "content": ev.data["output"]})
             self.open_calls = [c for c in self.open_calls if c.id != call_id]
+            if not self.open_calls:
+                self._close_turn()
             if ev.data.get("name") == "finish":
                 self.finished = True
                 self.finish_summary = str(ev.data.get("summary", ""))
@@ -101,3 +130,5 @@ class SessionView:
             self.pause_reason = str(ev.data.get("reason", ""))
         elif t in (EventType.SESSION_RESUMED, EventType.SESSION_ADMITTED):
             self.pause_reason = None
+        elif t == EventType.BUDGET_RAISED:
+            self.trip = None  # a person looked at the paused session and let it go on

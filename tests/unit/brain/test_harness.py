@@ -270,3 +270,25 @@ async def test_provider_error_is_recorded_and_raised(log: SessionLog, repo: Path
     out = await Harness(log=log, gateway=gw, hands=PartitionFiles(repo, ("a.py", "b.py"))).run(sid, attempt=2)
     assert out.outcome is Outcome.COMPLETED
     assert [e.data["turn"] for e in await log.get_events(sid) if e.type == EventType.MODEL_REQUEST] == [1, 2, 3]
+
+
+async def test_runaway_guard_pauses_a_session_repeating_itself_and_survives_a_rebuild(
+    log: SessionLog, repo: Path
+) -> None:
+    from agent_fleet.spend.guards import RunawayGuard
+
+    def script(request: ChatRequest) -> ChatResponse:
+        return ChatResponse(None, (call("read_file", {"path": "a.py"}, f"r{turn_of(request)}"),))
+
+    limits = Limits(max_turns=50, guard=lambda: RunawayGuard(repeated_tool_calls=3, no_progress_turns=20))
+    sid = await create(log, partition())
+    gw = ScriptedGateway(script)
+    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    out = await Harness(log=log, gateway=gw, hands=hands, limits=limits).run(sid)
+    assert (out.outcome, out.reason) == (Outcome.PAUSED, "repeated_tool_call")
+    assert len(gw.calls) == 3
+    paused = (await log.get_events(sid))[-1]
+    assert paused.data["reason"] == "repeated_tool_call" and "3 turns in a row" in paused.data["message"]
+    # a new harness rebuilds the guard from the log and does not spend another call
+    out = await Harness(log=log, gateway=gw, hands=hands, limits=limits).run(sid)
+    assert out.reason == "repeated_tool_call" and len(gw.calls) == 3
