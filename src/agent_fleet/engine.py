@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import socket
+import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -46,7 +47,8 @@ from agent_fleet.hands.port import Hands, ToolOutput
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
-from agent_fleet.spend.factory import build_gateway
+from agent_fleet.spend.factory import build_gateway, price_table
+from agent_fleet.spend.forecast import beside_actuals, forecast
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
 from agent_fleet.spend.guards import RunawayGuard
 from agent_fleet.spend.router import estimate_difficulty
@@ -202,10 +204,18 @@ class Engine:
         return AdmissionSlots(controller, queue=options.queue or "default", priority_class=options.priority)
 
     # -- phase 1: record the plan ---------------------------------------------------------------
-    async def create_run(self, plan: Plan, options: RunOptions, *, run_id: str | None = None) -> str:
+    async def create_run(
+        self, plan: Plan, options: RunOptions, *, run_id: str | None = None, forecast: dict[str, Any] | None = None
+    ) -> str:
         plan.check()
         run_id = run_id or new_run_id()
-        created = {"task": options.task, "input": options.input_path, "options": options.to_dict(), "owner": _owner()}
+        created = {
+            "forecast": forecast,
+            "task": options.task,
+            "input": options.input_path,
+            "options": options.to_dict(),
+            "owner": _owner(),
+        }
         await self.log.emit_events(
             run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, {"plan": plan.to_dict()})]
         )
@@ -329,6 +339,10 @@ class Engine:
             "duration_s": round(time.time() - created_at, 3),
             "out_dir": str(out_dir),
         }
+        for ev in await self.log.get_events(run_id):
+            if ev.type == EventType.RUN_CREATED and ev.data.get("forecast"):
+                summary["forecast"] = beside_actuals(ev.data["forecast"], summary)
+                break
         timeline = _timeline(events, created_at)
         await asyncio.to_thread(write_outputs, out_dir, summary, unique, timeline=timeline)
         end_type = {
@@ -586,6 +600,72 @@ def plan_run(options: RunOptions) -> Plan:
     return decompose(options.task, options.input_path, agents=options.agents, budget_tokens=budget)
 
 
+async def observed_latency(log: SessionLog, *, runs: int = 5) -> float | None:
+    """Median seconds per model call in the most recent runs of this store, or None."""
+    samples: list[float] = []
+    for run in await log.list_runs(limit=runs):
+        asked: dict[tuple[str, int], float] = {}
+        for ev in await log.events_of_run(run.session_id, [EventType.MODEL_REQUEST, EventType.MODEL_RESPONSE]):
+            key = (ev.session_id, int(ev.data.get("turn", 0)))
+            if ev.type == EventType.MODEL_REQUEST:
+                asked[key] = ev.time
+            elif key in asked:
+                samples.append(ev.time - asked.pop(key))
+        if len(samples) >= 20:
+            break
+    return statistics.median(samples) if samples else None
+
+
+def forecast_for(options: RunOptions, plan: Plan, config: FleetConfig, latency: float | None) -> dict[str, Any]:
+    """Tokens, list cost and wall time predicted from the plan, as ranges, and the limit that binds."""
+    f = forecast(
+        plan,
+        prices=price_table(config),
+        model=options.model,
+        concurrency=options.max_concurrency or config.rate_limit.baseline_concurrency,
+        latency=latency,
+        budget_tokens=options.budget_tokens,
+        budget_usd=Decimal(options.budget_usd) if options.budget_usd else None,
+        fleet_budget_usd=Decimal(options.fleet_budget_usd) if options.fleet_budget_usd else None,
+        admission_slots=None if config.queues is not None else options.agents,
+        tokens_per_minute=config.rate_limit.tokens_per_minute,
+    )
+    return f.to_dict()
+
+
+async def estimate(options: RunOptions, *, store_url: str | None = None) -> dict[str, Any]:
+    """``deploy --dry-run`` / ``agent-fleet estimate``: decompose and forecast; nothing is run or recorded."""
+    options = await _resolved(options)
+    config = await asyncio.to_thread(load_config, options.config_path)
+    plan = await asyncio.to_thread(plan_run, options)
+    latency = None
+    url = resolve_store_url(store_url)
+    if not url.startswith("sqlite:///") or await asyncio.to_thread(os.path.exists, url.removeprefix("sqlite:///")):
+        async with open_store(url) as log:
+            latency = await observed_latency(log)
+    return {
+        "task": options.task,
+        "input": options.input_path,
+        "plan": {
+            "partitions": len(plan.partitions),
+            "items": plan.total_items,
+            "depth": plan.root.depth(),
+            "largest_partition_tokens": max((p.est_tokens for p in plan.partitions), default=0),
+            "notes": list(plan.notes),
+        },
+        "forecast": forecast_for(options, plan, config, latency),
+    }
+
+
+async def _resolved(options: RunOptions) -> RunOptions:
+    """Absolute paths (a run may be resumed from elsewhere) and fleet.yaml defaults filled in."""
+    if options.input_path is not None:
+        options = replace(options, input_path=await asyncio.to_thread(os.path.abspath, options.input_path))
+    if options.config_path is not None:
+        options = replace(options, config_path=await asyncio.to_thread(os.path.abspath, options.config_path))
+    return with_config(options, await asyncio.to_thread(load_config, options.config_path))
+
+
 def with_config(options: RunOptions, config: FleetConfig) -> RunOptions:
     """Fill what the command line left unset from fleet.yaml (flags win over the file)."""
     budgets = config.budgets
@@ -614,11 +694,7 @@ async def deploy(
 ) -> RunReport:
     """Decompose → dispatch → aggregate, end to end. ``on_start(run_id, engine)`` is called once the
     run is recorded (progress displays use ``engine.stats()``)."""
-    if options.input_path is not None:
-        options = replace(options, input_path=await asyncio.to_thread(os.path.abspath, options.input_path))
-    if options.config_path is not None:
-        options = replace(options, config_path=await asyncio.to_thread(os.path.abspath, options.config_path))
-    options = with_config(options, await asyncio.to_thread(load_config, options.config_path))
+    options = await _resolved(options)
     plan = await asyncio.to_thread(plan_run, options)
     run_id = new_run_id()
     if options.out_dir is None:
@@ -626,7 +702,9 @@ async def deploy(
     async with open_engine(
         options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots
     ) as engine:
-        await engine.create_run(plan, options, run_id=run_id)
+        config = await asyncio.to_thread(load_config, options.config_path)
+        predicted = forecast_for(options, plan, config, await observed_latency(engine.log))
+        await engine.create_run(plan, options, run_id=run_id, forecast=predicted)
         if on_start is not None:
             on_start(run_id, engine)
         await engine.dispatch(run_id, plan, options)

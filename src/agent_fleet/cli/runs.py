@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from rich.table import Table
 from agent_fleet.cli.common import STORE_OPTION, print_json, run_async
 from agent_fleet.cli.progress import live_progress
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
-from agent_fleet.engine import Engine, RunOptions, RunReport, deploy, exit_code_for, resume
+from agent_fleet.engine import Engine, RunOptions, RunReport, deploy, estimate, exit_code_for, resume
 from agent_fleet.errors import SessionNotFound, UsageError
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.session.port import SessionLog
@@ -93,6 +95,7 @@ def deploy_cmd(
     ),
     embedder: str = typer.Option("auto", "--embedder", help="Dedup embedder: auto, lexical or minilm."),
     as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Decompose and forecast only; run nothing."),
 ) -> None:
     """Decompose → dispatch → aggregate, end to end."""
     engine_box: list[Engine] = []
@@ -103,8 +106,8 @@ def deploy_cmd(
 
     out_dir = os.path.abspath(out) if out else None
 
-    async def go() -> RunReport:
-        options = RunOptions(
+    def options() -> RunOptions:
+        return RunOptions(
             task=task,
             input_path=input,
             agents=agents,
@@ -124,10 +127,52 @@ def deploy_cmd(
             config_path=config,
             embedder=embedder,
         )
+
+    if dry_run:
+        _print_estimate(run_async(_estimate(options, store)), as_json)
+        return
+
+    async def go() -> RunReport:
+        opts = options()
         async with live_progress(engine_box, enabled=True):
-            return await deploy(options, store_url=store, on_start=started)
+            return await deploy(opts, store_url=store, on_start=started)
 
     _finish(run_async(go()), as_json)
+
+
+async def _estimate(options: Callable[[], RunOptions], store: str | None = None) -> dict[str, Any]:
+    return await estimate(options(), store_url=store)
+
+
+def _print_estimate(data: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(data)
+        return
+    f = data["forecast"]
+    table = Table(title="forecast (nothing was run)", show_header=False)
+    plan = data["plan"]
+    table.add_row("plan", f"{plan['partitions']} sessions over {plan['items']} items (tree depth {plan['depth']})")
+    table.add_row("model calls", f"{f['llm_calls']['low']:,} – {f['llm_calls']['high']:,}")
+    table.add_row("tokens", f"{f['tokens']['total']['low']:,} – {f['tokens']['total']['high']:,}")
+    table.add_row("cost", f"${f['cost_usd']['low']} – ${f['cost_usd']['high']} at list prices ({f['model']})")
+    table.add_row("wall time", f"{f['wall_s']['low']:.0f} – {f['wall_s']['high']:.0f} s")
+    table.add_row("binding limit", f"{f['binding']}: {f['reason']}")
+    lat = f["assumptions"]
+    table.add_row("latency", f"{lat['latency_s']:.2f} s per call ({lat['latency_source']})")
+    Console().print(table)
+
+
+def estimate_cmd(**kwargs: Any) -> None:
+    """Decompose and forecast tokens, list cost, wall time and the binding limit (same flags as deploy)."""
+    kwargs.pop("dry_run", None)
+    deploy_cmd(**kwargs, dry_run=True)
+
+
+_deploy_sig = inspect.signature(deploy_cmd)
+estimate_cmd.__signature__ = _deploy_sig.replace(  # type: ignore[attr-defined]
+    parameters=[p for name, p in _deploy_sig.parameters.items() if name != "dry_run"]
+)
+estimate_cmd.__annotations__ = {k: v for k, v in deploy_cmd.__annotations__.items() if k != "dry_run"}
 
 
 def resume_cmd(
@@ -294,6 +339,7 @@ def demo_cmd(
 
 def register(app: typer.Typer) -> None:
     app.command("deploy")(deploy_cmd)
+    app.command("estimate")(estimate_cmd)
     app.command("resume")(resume_cmd)
     app.command("status")(status_cmd)
     app.command("events")(events_cmd)
