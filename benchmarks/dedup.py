@@ -90,6 +90,9 @@ def embed(n: int) -> None:
     model = emb.load()
     plain = __import__("sentence_transformers").SentenceTransformer(str(bundled_model_path()), device="cpu")
     print(f"(a) embeddings/s, {n} texts each, CPU threads {__import__('torch').get_num_threads()}")
+    warm = _texts(64, False)
+    plain.encode(warm, batch_size=64, show_progress_bar=False)
+    emb.encode(warm)
     for label, long in (("short", False), ("long", True)):
         texts = _texts(n, long)
         pieces = sum(len(emb.chunks(t)) for t in texts)

@@ -26,6 +26,9 @@ from agent_fleet.errors import UsageError
 __all__ = ["MINILM_THRESHOLD", "EmbedderUnavailable", "SentenceEmbedder", "bundled_model_path", "choose_embedder"]
 
 MINILM_THRESHOLD = 0.95
+_MODELS: dict[str, Any] = {}
+_MODELS_LOCK = threading.Lock()
+_ENCODE_LOCK = threading.Lock()  # one forward pass at a time: the CPU threads are already all in use
 
 
 class EmbedderUnavailable(UsageError):
@@ -97,7 +100,11 @@ class SentenceEmbedder:
                     ) from exc
                 if self._threads:
                     torch.set_num_threads(self._threads)
-                model = SentenceTransformer(str(path), device="cpu")
+                with _MODELS_LOCK:
+                    # One copy per process: every run and test in it shares the loaded weights.
+                    model = _MODELS.get(str(path))
+                    if model is None:
+                        model = _MODELS[str(path)] = SentenceTransformer(str(path), device="cpu")
                 self._window = int(model.max_seq_length or 256) - 2
                 self._model = model
             return self._model
@@ -130,7 +137,7 @@ class SentenceEmbedder:
                 owners.append(i)
         if not pieces:
             return []
-        with self._lock:
+        with _ENCODE_LOCK:
             emb = model.encode(
                 pieces,
                 batch_size=self._batch_size,
