@@ -38,6 +38,7 @@ __all__ = [
     "RateSignals",
     "SignalSink",
     "error_from_response",
+    "error_from_status",
     "host_of",
     "make_client",
     "parse_duration",
@@ -128,7 +129,7 @@ def _int(value: str | None) -> int | None:
         return None
 
 
-def retry_after_of(headers: httpx.Headers) -> float | None:
+def retry_after_of(headers: Mapping[str, str]) -> float | None:
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:
@@ -150,7 +151,7 @@ def retry_after_of(headers: httpx.Headers) -> float | None:
         return None
 
 
-def signals_from_headers(headers: httpx.Headers) -> RateSignals | None:
+def signals_from_headers(headers: Mapping[str, str]) -> RateSignals | None:
     """Read OpenAI ``x-ratelimit-*`` or Anthropic ``anthropic-ratelimit-*`` headers; None when absent."""
     get = headers.get
     if get("x-ratelimit-limit-requests") is not None or get("x-ratelimit-remaining-tokens") is not None:
@@ -199,11 +200,16 @@ def _error_fields(body: bytes) -> tuple[str, str, str]:
 
 def error_from_response(host: str, response: httpx.Response, *, scrub: str = "") -> ProviderError:
     """Map an error status to the engine's error tree. ``scrub`` is a secret to blank out of echoed text."""
-    status = response.status_code
-    etype, code, message = _error_fields(response.content)
+    return error_from_status(host, response.status_code, response.headers, response.content, scrub=scrub)
+
+
+def error_from_status(
+    host: str, status: int, headers: Mapping[str, str], content: bytes, *, scrub: str = ""
+) -> ProviderError:
+    etype, code, message = _error_fields(content)
     if scrub and scrub in message:
         message = message.replace(scrub, "***")
-    retry_after = retry_after_of(response.headers)
+    retry_after = retry_after_of(headers)
     detail = f"{etype or code or 'error'}: {message}" if message else (etype or code or "error")
     text = f"{host} answered {status} ({detail})"
     lowered = f"{etype} {code} {message}".lower()

@@ -20,6 +20,7 @@ import httpx
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import Overloaded
+from agent_fleet.spend.providers._fast import JsonPoster
 from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, post
 
 __all__ = [
@@ -268,6 +269,9 @@ class AnthropicProvider:
         self._client = make_client(
             base_url=self.base_url, headers=headers, timeout=timeout, max_connections=max_connections
         )
+        self._poster = JsonPoster(
+            base_url=self.base_url, headers=headers, timeout=timeout, max_connections=max_connections
+        )
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -276,11 +280,13 @@ class AnthropicProvider:
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
         payload = json.dumps(anthropic_body(request, model)).encode()
-        response = await self.send_raw(payload, model=model)
+        body = await self._poster.post(
+            "messages", payload, host=self.host, model=model, secret=self._key, on_signals=self.on_signals
+        )
         try:
-            data = json.loads(response.content)
+            data = json.loads(body)
         except ValueError:
-            raise Overloaded(f"{self.host} sent a response that is not JSON", status=response.status_code) from None
+            raise Overloaded(f"{self.host} sent a response that is not JSON", status=200) from None
         return anthropic_response(data, model)
 
     async def send_raw(self, payload: bytes, *, model: str, stream: bool = False) -> httpx.Response:
@@ -297,6 +303,7 @@ class AnthropicProvider:
         )
 
     async def aclose(self) -> None:
+        await self._poster.aclose()
         await self._client.aclose()
 
     def __repr__(self) -> str:

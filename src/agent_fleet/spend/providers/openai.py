@@ -14,6 +14,7 @@ import httpx
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSpec
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import Overloaded
+from agent_fleet.spend.providers._fast import JsonPoster
 from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, post
 
 __all__ = [
@@ -136,6 +137,9 @@ class OpenAIProvider:
         self._client = make_client(
             base_url=self.base_url, headers=headers, timeout=timeout, max_connections=max_connections
         )
+        self._poster = JsonPoster(
+            base_url=self.base_url, headers=headers, timeout=timeout, max_connections=max_connections
+        )
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -144,11 +148,13 @@ class OpenAIProvider:
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
         payload = json.dumps(openai_body(request, model, max_tokens_field=self._max_field)).encode()
-        response = await self.send_raw(payload, model=model)
+        body = await self._poster.post(
+            "chat/completions", payload, host=self.host, model=model, secret=self._key, on_signals=self.on_signals
+        )
         try:
-            data = json.loads(response.content)
+            data = json.loads(body)
         except ValueError:
-            raise Overloaded(f"{self.host} sent a response that is not JSON", status=response.status_code) from None
+            raise Overloaded(f"{self.host} sent a response that is not JSON", status=200) from None
         return openai_response(data, model)
 
     async def send_raw(self, payload: bytes, *, model: str, stream: bool = False) -> httpx.Response:
@@ -165,6 +171,7 @@ class OpenAIProvider:
         )
 
     async def aclose(self) -> None:
+        await self._poster.aclose()
         await self._client.aclose()
 
     def __repr__(self) -> str:
