@@ -55,7 +55,7 @@ class FirstRunsDie(FaultySandboxes):
         super().__init__(inner, rate=0.0)
         self.left = n
 
-    def doomed(self) -> bool:
+    def doomed(self, session_id: str) -> bool:
         self.left -= 1
         return self.left >= 0
 

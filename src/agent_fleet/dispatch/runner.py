@@ -182,6 +182,7 @@ class Dispatcher:
         self._waiters: deque[tuple[str, asyncio.Future[Lease]]] = deque()
         self._restored: set[str] = set()
         self._tick = 0
+        self._last_check: float | None = None
         self.stats = DispatchStats()
         slots.set_preempt_hook(self.preempt)
 
@@ -201,13 +202,20 @@ class Dispatcher:
         """One health round: heartbeats of this process's workers (with each one's progress), then
         sessions on hung or at-risk workers move to backups. Returns the moves."""
         self._tick += 1
+        now = self._clock.now()
+        # A round that comes late means this process itself was stalled (CPU starved, a long GC):
+        # nobody could make progress meanwhile, so the stall is not held against any worker.
+        stalled = self._last_check is not None and now - self._last_check > 2 * self._opts.check_interval
+        self._last_check = now
         held = {live.lease.worker_id: live for live in self._live.values() if live.lease is not None}
         for wid in self.pool.workers():
             live = held.get(wid)
             progress: object = None
             if live is not None:
-                # Between two attempts the dispatcher itself holds the lease: that is not a hang.
-                progress = live.progress.marker(self._tick) if live.progress is not None else ("between", self._tick)
+                if stalled or live.progress is None:  # between two attempts the dispatcher holds it
+                    progress = ("tick", self._tick)
+                else:
+                    progress = live.progress.marker(self._tick)
             self.pool.heartbeat(wid, progress=progress)
         moves = self.pool.check()
         for move in moves:

@@ -4,7 +4,8 @@ An attempt reaches the session log and the gateway through thin wrappers:
 
 * :class:`WatchedLog` counts the attempt's writes (its progress) and lets every write it started
   land even when the attempt is cancelled: ``settle()`` waits for them, so a backup that wakes the
-  session afterwards sees everything the stopped attempt recorded and never records it again.
+  session afterwards sees everything the stopped attempt recorded and never records it again. A
+  write in flight counts as progress: a slow store slows every worker and is no worker's fault.
 * :class:`WatchedGateway` marks the time spent inside a model call as progress (the gateway's own
   queueing, retries and timeouts bound it; waiting for a permit is not a hang), and forwards
   ``restore_spent`` once per session per dispatcher: the gateway of this process already counts
@@ -13,7 +14,7 @@ An attempt reaches the session log and the gateway through thin wrappers:
   (sandbox wall clock, MCP call timeout, fetch timeout).
 
 A worker is hung when it is busy and its progress marker has not moved for ``hung_after``: its
-attempt is neither writing to the log nor inside a model or tool call.
+attempt is neither writing to the log nor inside a model or tool call — stuck in between.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ class WatchedLog:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
         # Shielded: cancelling the attempt must not leave a write whose landing nobody waits for.
-        result = await asyncio.shield(task)
+        with self._progress.bounded_wait():
+            result = await asyncio.shield(task)
         self._progress.writes += 1
         return result
 

@@ -140,14 +140,20 @@ class _FaultyLog:
 
 
 class FaultySandboxes:
-    """A sandbox provider whose sandboxes die under ``rate`` of the commands they run."""
+    """A sandbox provider whose sandboxes die under ``rate`` of the commands they run; with
+    ``max_in_a_row``, never more than that many commands of one session in a row (so a caller that
+    retries that often always gets through)."""
 
-    def __init__(self, inner: LocalSandboxProvider, *, rate: float, seed: int = 0) -> None:
+    def __init__(
+        self, inner: LocalSandboxProvider, *, rate: float, seed: int = 0, max_in_a_row: int | None = None
+    ) -> None:
         if not 0.0 <= rate <= 1.0:
             raise ValueError("rate must be between 0 and 1")
         self.inner = inner
         self.rate = rate
+        self.max_in_a_row = max_in_a_row
         self._rng = random.Random(seed)
+        self._streak: Counter[str] = Counter()
         self.provisioned = 0
         self.killed = 0  # commands whose sandbox died under them
 
@@ -166,8 +172,13 @@ class FaultySandboxes:
         self.provisioned += 1
         return _FaultySandbox(box, self)
 
-    def doomed(self) -> bool:
-        return self._rng.random() < self.rate
+    def doomed(self, session_id: str) -> bool:
+        capped = self.max_in_a_row is not None and self._streak[session_id] >= self.max_in_a_row
+        if capped or self._rng.random() >= self.rate:
+            self._streak[session_id] = 0
+            return False
+        self._streak[session_id] += 1
+        return True
 
     def __repr__(self) -> str:
         return f"FaultySandboxes(rate={self.rate}, provisioned={self.provisioned}, killed={self.killed})"
@@ -193,7 +204,7 @@ class _FaultySandbox:
         env_extra: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
     ) -> CompletedRun:
-        if not self._owner.doomed():
+        if not self._owner.doomed(self.session_id):
             return await self._box.run(command, timeout=timeout, env_extra=env_extra, stdin=stdin)
         # The command is under way (a process that would outlive the kill) when the sandbox dies.
         async with asyncio.TaskGroup() as tg:
