@@ -24,6 +24,12 @@ An attempt whose lease moved is cancelled, and the writes it had started are all
 the backup wakes the session, so a result is never recorded by two attempts. When no worker is free
 a session waits for one in FIFO order: a depleted pool means fewer sessions at once, never a failed
 run. ``attempt_failed`` events say ``{attempt, kind, error, worker}``.
+
+Seams: a :data:`SessionBody` runs one attempt (the built-in harness by default, CLI agents in
+:mod:`agent_fleet.dispatch.cli_session`); an :data:`Interposer` wraps what an attempt on a given
+worker uses (fault injection). Workers here are slots of this process, so :meth:`Dispatcher.check`
+heartbeats them itself; workers elsewhere (Ray actors) would send their own heartbeats and progress
+to the same pool, and their body would wake the session on the actor.
 """
 
 from __future__ import annotations
