@@ -49,7 +49,7 @@ from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.dispatch.watch import Progress, WatchedGateway, WatchedHands, WatchedLog
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.plan import Partition
-from agent_fleet.errors import FleetError, ProviderError, UnreachableError, UsageError
+from agent_fleet.errors import FleetError, ProviderError, StoreError, UnreachableError, UsageError
 from agent_fleet.hands.port import Hands
 from agent_fleet.session.port import SessionLog
 from agent_fleet.spend.port import ModelGateway
@@ -152,7 +152,7 @@ class _End:
     worker: str = ""
 
 
-class _Preempted(Exception):
+class _Preempted(FleetError):
     """Admission took the slot back while the session waited for a worker."""
 
 
@@ -402,6 +402,8 @@ class Dispatcher:
                 kind = "preempted"
             else:
                 raise
+        except StoreError:
+            raise  # the log itself failed: no other worker can do better; the run stops (exit 4)
         except Exception as exc:  # the worker died under the attempt
             kind, error = "crash", f"{type(exc).__name__}: {exc}"
             log.info("session %s crashed on worker %s: %s", sid, lease.worker_id, error)
