@@ -45,6 +45,7 @@ __all__ = [
     "PriceOverride",
     "RateLimitConfig",
     "RoutingConfig",
+    "VerificationConfigModel",
     "load_config",
     "parse_config",
 ]
@@ -149,6 +150,17 @@ class DispatchConfig(_Strict):
     max_reassignments: int = Field(default=10, ge=1)  # worker losses a session survives
 
 
+class VerificationConfigModel(_Strict):
+    """Cross-fleet verification of a random sample of the unique results."""
+
+    fraction: float = Field(default=0.05, ge=0, le=1)  # share of the unique results to verify
+    minimum: int = Field(default=5, ge=0)  # but at least this many; fraction 0 and minimum 0 turn it off
+    maximum: int | None = Field(default=200, ge=1)
+    threshold: float = Field(default=0.8, ge=0, le=1)  # agreement below this raises the alarm
+    model: str | None = None  # a name from `models` or a model id; default: a model of another tier
+    seed: int = 0
+
+
 class FleetConfig(_Strict):
     models: tuple[ModelConfig, ...] = ()
     routing: RoutingConfig = RoutingConfig()
@@ -162,6 +174,7 @@ class FleetConfig(_Strict):
     mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     hands: HandsConfig = HandsConfig()
     dispatch: DispatchConfig = DispatchConfig()
+    verification: VerificationConfigModel = VerificationConfigModel()
 
     @model_validator(mode="after")
     def _names(self) -> FleetConfig:

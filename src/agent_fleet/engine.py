@@ -52,6 +52,7 @@ from agent_fleet.spend.forecast import beside_actuals, forecast
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
 from agent_fleet.spend.guards import RunawayGuard
 from agent_fleet.spend.router import estimate_difficulty
+from agent_fleet.verification import verify_run
 from agent_fleet.workforce import Workforce
 
 __all__ = [
@@ -309,10 +310,11 @@ class Engine:
         return self._live.dispatcher.stats if self._live.dispatcher else None
 
     # -- phase 3: aggregate ---------------------------------------------------------------------
-    async def aggregate(self, run_id: str, options: RunOptions) -> RunReport:
+    async def aggregate(self, run_id: str, options: RunOptions, plan: Plan | None = None) -> RunReport:
+        if plan is None:
+            _, plan = await load_run(self.log, run_id)
         sessions = await self.log.list_sessions(run_id)
         events = await self.log.events_of_run(run_id)
-        figures = run_figures(sessions, events)
         raw = [ResultItem.from_dict(ev.data) for ev in events if ev.type == EventType.RESULT_ITEM]
         out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
         aggregator = Aggregator.for_run(out_dir, choose_embedder(options.embedder))
@@ -323,9 +325,24 @@ class Engine:
         finally:
             if aggregator.cache is not None:
                 aggregator.cache.close()
+        status = _run_status(sessions)
+        verified = None
+        if status in ("completed", "partial") and unique:
+            verified = await verify_run(
+                log=self.log,
+                gateway=self.gateway,
+                run_id=run_id,
+                plan=plan,
+                run_model=options.model,
+                config=await asyncio.to_thread(load_config, options.config_path),
+                unique=unique,
+            )
+            if verified is not None:
+                unique = verified.results
+        run_events = await self.log.get_events(run_id)
+        figures = run_figures(sessions, events, run_events)
         run_rec = await self.log.get_session(run_id)
         created_at = run_rec.created_at if run_rec else time.time()
-        status = _run_status(sessions)
         summary: dict[str, Any] = {
             "run_id": run_id,
             "status": status,
@@ -339,7 +356,10 @@ class Engine:
             "duration_s": round(time.time() - created_at, 3),
             "out_dir": str(out_dir),
         }
-        for ev in await self.log.get_events(run_id):
+        if verified is not None:
+            summary["verification"] = verified.summary
+            summary["needs_review"] = bool(verified.summary["needs_review"])
+        for ev in run_events:
             if ev.type == EventType.RUN_CREATED and ev.data.get("forecast"):
                 summary["forecast"] = beside_actuals(ev.data["forecast"], summary)
                 break
@@ -708,7 +728,7 @@ async def deploy(
         if on_start is not None:
             on_start(run_id, engine)
         await engine.dispatch(run_id, plan, options)
-        return await engine.aggregate(run_id, options)
+        return await engine.aggregate(run_id, options, plan)
 
 
 async def resume(
@@ -731,7 +751,7 @@ async def resume(
         if on_start is not None:
             on_start(run_id, engine)
         await engine.dispatch(run_id, plan, options)
-        return await engine.aggregate(run_id, options)
+        return await engine.aggregate(run_id, options, plan)
 
 
 def _owner() -> dict[str, Any]:

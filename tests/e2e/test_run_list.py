@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import secrets
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import asyncpg
@@ -15,6 +17,7 @@ import pytest
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.plan import Plan
+from agent_fleet.domain.usage import Usage
 from agent_fleet.session import open_store
 
 from .conftest import API_KEY, Cli, write_lines
@@ -41,11 +44,16 @@ async def test_100_agents_over_1000_lines(cli: Cli, tmp_path: Path) -> None:
     assert sorted(item for p in plan.partitions for item in p.items) == sorted(lines)
     # summary figures equal what the log holds
     responses = [ChatResponse.from_dict(e.data["response"]) for e in events if e.type == EventType.MODEL_RESPONSE]
-    assert summary["llm_calls"] == len(responses)
-    assert summary["tokens"]["input"] == sum(r.usage.input_tokens for r in responses)
-    assert summary["tokens"]["output"] == sum(r.usage.output_tokens for r in responses)
+    # the verifier's calls are recorded in the run's own stream
+    verification = next(e.data for e in run_events if e.type == EventType.VERIFICATION)
+    v_usage = Usage.from_dict(verification["usage"])
+    assert summary["verification"]["sampled"] == max(5, math.ceil(0.05 * summary["results_unique"]))
+    assert summary["llm_calls"] == len(responses) + verification["calls"]
+    assert summary["tokens"]["input"] == sum(r.usage.input_tokens for r in responses) + v_usage.input_tokens
+    assert summary["tokens"]["output"] == sum(r.usage.output_tokens for r in responses) + v_usage.output_tokens
     assert summary["tokens"]["total"] == summary["tokens"]["input"] + summary["tokens"]["output"]
-    assert summary["cost_usd_exact"] == str(sum((r.cost_usd for r in responses), start=responses[0].cost_usd * 0))
+    spent = sum((r.cost_usd for r in responses), start=Decimal(verification["cost_usd"]))
+    assert Decimal(summary["cost_usd_exact"]) == spent
     raw = [e for e in events if e.type == EventType.RESULT_ITEM]
     assert summary["results_raw"] == len(raw) == 1000  # one note per line
     # results.jsonl: the unique results, each naming its duplicates, covering every raw result once

@@ -246,7 +246,7 @@ def status_cmd(
                 run_id,
                 [EventType.MODEL_RESPONSE, EventType.MODEL_ERROR, EventType.RESULT_ITEM, EventType.ATTEMPT_FAILED],
             )
-            figures = run_figures(sessions, events).to_summary()
+            figures = run_figures(sessions, events, await log.get_events(run_id)).to_summary()
             by_state: dict[str, int] = {}
             for s in sessions:
                 by_state[str(s.state)] = by_state.get(str(s.state), 0) + 1

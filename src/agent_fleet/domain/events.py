@@ -26,6 +26,7 @@ class EventType(StrEnum):
     RUN_PAUSED = "run_paused"
     RUN_COMPLETED = "run_completed"  # {summary}
     RUN_FAILED = "run_failed"  # {error}
+    VERIFICATION = "verification"  # {report, verdicts, skipped, model, calls, usage, cost_usd}
     # agent session stream
     SESSION_CREATED = "session_created"  # {run_id, partition_id, index, ...}
     SESSION_QUEUED = "session_queued"

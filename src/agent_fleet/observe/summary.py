@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -59,9 +60,15 @@ class RunFigures:
         }
 
 
-def run_figures(sessions: list[SessionRecord], events: list[Event]) -> RunFigures:
-    """Fold the events of a run's agent sessions into its figures."""
+def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: Sequence[Event] = ()) -> RunFigures:
+    """Fold the events of a run's agent sessions, and the verifier calls recorded in the run's own
+    stream, into its figures."""
     fig = RunFigures()
+    for ev in run_events:
+        if ev.type == EventType.VERIFICATION:
+            fig.usage = fig.usage + Usage.from_dict(ev.data.get("usage"))
+            fig.cost_usd += Decimal(str(ev.data.get("cost_usd", "0")))
+            fig.llm_calls += int(ev.data.get("calls", 0))
     for rec in sessions:
         fig.sessions[rec.state] += 1
     for ev in events:
