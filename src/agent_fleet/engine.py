@@ -17,7 +17,7 @@ import os
 import socket
 import statistics
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
@@ -44,9 +44,11 @@ from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import ProviderUnreachable, SessionNotFound, UsageError
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
+from agent_fleet.observe.live_dedup import LiveDedup, snapshot_key
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
+from agent_fleet.session.tap import TappedLog
 from agent_fleet.spend.factory import build_gateway, price_table
 from agent_fleet.spend.forecast import beside_actuals, forecast
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
@@ -173,7 +175,8 @@ class Engine:
         slots_for: Callable[[RunOptions], SessionSlots] | None = None,
         workforce: Workforce | None = None,
     ) -> None:
-        self.log = log
+        self.log: SessionLog = TappedLog(log, self._heard)
+        self._dedup: dict[str, LiveDedup] = {}  # run id → results clustered as they are recorded
         self.gateway = gateway
         self.clock = clock or RealClock()
         self.workforce = workforce  # worker pool, hands, CLI agents; closed by shutdown()
@@ -183,6 +186,17 @@ class Engine:
         # The gateway decides fallbacks inside a call; its decisions are recorded on the next tick.
         self._routes: list[tuple[str, dict[str, str]]] = []
         gateway.on_route = lambda sid, route: self._routes.append((sid, route))
+
+    def _heard(self, events: Sequence[Event]) -> None:
+        """Every durable append: result items go to their run's live deduplication."""
+        if self._dedup and any(e.type == EventType.RESULT_ITEM for e in events):
+            live = self._dedup.get(events[0].session_id.rsplit(".", 1)[0])  # RUN.sNNNNN → RUN
+            if live is not None:
+                live.heard(events)
+
+    def _aggregator(self, run_id: str, options: RunOptions) -> Aggregator:
+        out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
+        return Aggregator.for_run(out_dir, choose_embedder(options.embedder))
 
     async def flush_routes(self) -> None:
         """Record the gateway's routing decisions as ``route`` events of their sessions."""
@@ -283,18 +297,30 @@ class Engine:
         self._live.dispatcher = dispatcher
         watcher = _BudgetWatcher(self, run_id, slots)
         await watcher.apply_recorded()
+        live = self._dedup.get(run_id) or LiveDedup(self._aggregator(run_id, options))
+        self._dedup[run_id] = live
+        live.feed([ResultItem.from_dict(e.data) for e in await self.log.events_of_run(run_id, [EventType.RESULT_ITEM])])
+        watcher.live = live
         stop = asyncio.Event()
         async with asyncio.TaskGroup() as tg:
+            consumer = tg.create_task(live.consume())
             drive = getattr(slots, "run", None)
             if drive is not None:
                 tg.create_task(drive(stop))
             runs = [tg.create_task(dispatcher.run(todo))]
             poll = tg.create_task(watcher.poll_until(runs, dispatcher, by_sid, tg))
-            # The watcher may add runs while we wait; no await between the check and the cancel.
-            while pending := [t for t in runs if not t.done()]:
-                await asyncio.wait(pending)
-            poll.cancel()
+            while True:
+                # The watcher may add runs while we wait; no await between the check and the cancel.
+                while pending := [t for t in runs if not t.done()]:
+                    await asyncio.wait(pending)
+                poll.cancel()
+                # a raise that came in just as the last session paused still counts
+                if not await watcher.tick(runs, dispatcher, by_sid, tg):
+                    break
+                poll = tg.create_task(watcher.poll_until(runs, dispatcher, by_sid, tg))
             stop.set()
+            live.finish()
+            await consumer
         await watcher.store_snapshot()
         await self.flush_routes()
         return dispatcher.stats
@@ -317,11 +343,13 @@ class Engine:
         events = await self.log.events_of_run(run_id)
         raw = [ResultItem.from_dict(ev.data) for ev in events if ev.type == EventType.RESULT_ITEM]
         out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
-        aggregator = Aggregator.for_run(out_dir, choose_embedder(options.embedder))
+        live = self._dedup.pop(run_id, None)
+        aggregator = live.aggregator if live is not None else self._aggregator(run_id, options)
         try:
             await aggregator.add_many(raw)
             unique = await aggregator.finalize()
             agg = aggregator.stats()
+            await self.log.put_snapshot(snapshot_key(run_id), agg.to_dict())
         finally:
             if aggregator.cache is not None:
                 aggregator.cache.close()
@@ -379,6 +407,9 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        for live in self._dedup.values():
+            if live.aggregator.cache is not None:
+                live.aggregator.cache.close()
         if self.workforce is not None:
             try:
                 await self.workforce.aclose()
@@ -434,27 +465,38 @@ class _BudgetWatcher:
 
     ``agent-fleet budget raise`` appends the event from another process; this polls the run's
     stream and the streams of sessions paused on budget, once per tick.
+
+    Budgets have versions: a run-wide raise bumps the run's, a session raise that session's. A
+    session paused on budget goes back in when the budget now in force is newer than the one it
+    last ran under — so a pause decided just before a raise, and recorded just after it, is never
+    left behind. Sending one back needlessly costs a refused check, never a model call.
     """
 
     TICK = 0.5
-    SLACK = 2.0  # seconds: a pause recorded this soon after a raise may have been decided before it
 
     def __init__(self, engine: Engine, run_id: str, slots: SessionSlots) -> None:
         self._engine = engine
         self._run_id = run_id
         self._slots = slots
         self._seen: dict[str, int] = {}
-        self._raised_at: dict[str, float] = {}  # scope (run or session) → wall time of its last raise
-        self._sent_back: dict[str, float] = {}  # session → the raise it was last sent back in for
+        self._run_version = 0
+        self._session_version: dict[str, int] = {}
+        self._ran_under: dict[str, tuple[int, int]] = {}  # session → budget version it last ran under
+        self.live: LiveDedup | None = None
+
+    def _version(self, sid: str) -> tuple[int, int]:
+        return (self._run_version, self._session_version.get(sid, 0))
 
     async def store_snapshot(self) -> None:
-        """Admission state for ``agent-fleet queues``."""
+        """Admission state for ``agent-fleet queues``; the live dedup rate for ``agent-fleet status``."""
         snapshot = getattr(self._slots, "snapshot", None)
         if snapshot is not None:
             await self._engine.log.put_snapshot("admission", {"run_id": self._run_id, **snapshot()})
+        if self.live is not None:
+            await self._engine.log.put_snapshot(snapshot_key(self._run_id), self.live.stats())
 
     async def apply_recorded(self) -> None:
-        """On start (and resume): every raise already in the log."""
+        """On start (and resume): every raise already in the log; sessions start under those."""
         log = self._engine.log
         for ev in await log.get_events(self._run_id):
             if ev.type == EventType.BUDGET_RAISED:
@@ -465,14 +507,39 @@ class _BudgetWatcher:
             self._seen[ev.session_id] = max(self._seen.get(ev.session_id, 0), ev.seq)
 
     async def _apply_new_raises(self, paused: list[str]) -> None:
-        """Apply raises that arrived since the last tick, noting when each scope was last raised."""
         log = self._engine.log
         for sid in [self._run_id, *paused]:
             for ev in await log.get_events(sid, after=self._seen.get(sid, 0)):
                 self._seen[sid] = ev.seq
                 if ev.type == EventType.BUDGET_RAISED:
                     apply_budget_event(self._engine.gateway, sid, ev.data)
-                    self._raised_at[sid] = time.time()
+                    if sid == self._run_id:
+                        self._run_version += 1
+                    else:
+                        self._session_version[sid] = self._session_version.get(sid, 0) + 1
+
+    async def tick(
+        self,
+        runs: list[asyncio.Task[dict[str, SessionOutcome]]],
+        dispatcher: Dispatcher,
+        partitions: dict[str, Partition],
+        tg: asyncio.TaskGroup,
+    ) -> bool:
+        """One round; True when it sent sessions back in."""
+        paused = [
+            r.session_id for r in await self._engine.log.list_sessions(self._run_id) if r.state is SessionState.PAUSED
+        ]
+        if not paused:
+            return False
+        await self._apply_new_raises(paused)
+        again = [sid for sid in paused if await self._unblocked(sid)]
+        if not again:
+            return False
+        for sid in again:
+            self._ran_under[sid] = self._version(sid)
+        dispatcher.stats.paused -= len(again)
+        runs.append(tg.create_task(dispatcher.run([(sid, partitions[sid]) for sid in again])))
+        return True
 
     async def poll_until(
         self,
@@ -485,35 +552,14 @@ class _BudgetWatcher:
             await asyncio.sleep(self.TICK)
             await self.store_snapshot()
             await self._engine.flush_routes()
-            paused = [
-                r.session_id
-                for r in await self._engine.log.list_sessions(self._run_id)
-                if r.state is SessionState.PAUSED
-            ]
-            if not paused:
-                continue
-            await self._apply_new_raises(paused)
-            again = [sid for sid in paused if await self._unblocked(sid)]
-            if again:
-                dispatcher.stats.paused -= len(again)
-                runs.append(tg.create_task(dispatcher.run([(sid, partitions[sid]) for sid in again])))
+            await self.tick(runs, dispatcher, partitions, tg)
 
     async def _unblocked(self, sid: str) -> bool:
-        """A session paused on budget goes back in once after each raise that may cover it.
-
-        A session may decide to pause under the old cap and record it just after a raise was
-        applied, so any pause recorded up to a little after the raise counts as covered; a session
-        sent back in needlessly pauses again without a model call.
-        """
-        raised = max(self._raised_at.get(sid, 0.0), self._raised_at.get(self._run_id, 0.0))
-        if not raised or self._sent_back.get(sid, 0.0) >= raised:
+        if self._ran_under.get(sid, (0, 0)) >= self._version(sid):
             return False
         for ev in reversed(await self._engine.log.get_events(sid)):
             if ev.type == EventType.SESSION_PAUSED:
-                if ev.data.get("reason") != "budget" or ev.time > raised + self.SLACK:
-                    return False
-                self._sent_back[sid] = raised
-                return True
+                return ev.data.get("reason") == "budget"
         return False
 
 

@@ -20,6 +20,7 @@ from agent_fleet.cli.progress import live_progress
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
 from agent_fleet.engine import Engine, RunOptions, RunReport, deploy, estimate, exit_code_for, resume
 from agent_fleet.errors import SessionNotFound, UsageError
+from agent_fleet.observe.live_dedup import snapshot_key
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
@@ -251,7 +252,12 @@ def status_cmd(
             for s in sessions:
                 by_state[str(s.state)] = by_state.get(str(s.state), 0) + 1
             row = await _run_row(log, rec)
-            return {**row, **figures, "sessions": by_state, "partitions": len(sessions)}
+            out = {**row, **figures, "sessions": by_state, "partitions": len(sessions)}
+            live = await log.get_snapshot(snapshot_key(run_id))
+            if live is not None:  # clustered as the results came in; final once the run has ended
+                keys = ("raw", "unique", "dedup_rate", "final", "embedder", "embedded", "cache_hits")
+                out["dedup"] = {k: live.get(k) for k in keys}
+            return out
 
     data = run_async(go())
     if as_json:
@@ -272,6 +278,10 @@ def status_cmd(
     table.add_row("model calls", str(data["llm_calls"]))
     table.add_row("errors", str(data["errors"]))
     table.add_row("results", f"{data['results_raw']} raw")
+    if "dedup" in data:
+        d = data["dedup"]
+        state = "final" if d["final"] else "live"
+        table.add_row("dedup", f"{d['raw']} → {d['unique']} unique ({d['dedup_rate']:.1%}, {state})")
     console.print(table)
 
 
