@@ -261,7 +261,10 @@ class Aggregator:
 
     def _final_pass(self) -> _Clusters:
         n = len(self._items)
-        keys = [rank_key(it, i) for i, it in enumerate(self._items)]
+        # "Earliest" is by result id (session, then submission), not by arrival: streamed results
+        # arrive in a different order on every run, and a resumed run must keep the same versions.
+        earliest = {i: rank for rank, i in enumerate(sorted(range(n), key=lambda i: self._items[i].id))}
+        keys = [rank_key(it, earliest[i]) for i, it in enumerate(self._items)]
         # The best member of each hash group stands for the group.
         head: dict[str, int] = {}
         for i in sorted(range(n), key=keys.__getitem__):
