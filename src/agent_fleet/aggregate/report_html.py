@@ -79,7 +79,8 @@ def render_html(
     parts.append("<h2>Cost and tokens per model</h2>")
     mrows = model_rows(per_model)
     mbars = [Bar(m, (float(t), usd), (f"{t:,} tok", f"${usd:,.4f}", f"{c:,} calls")) for m, c, t, usd in mrows]
-    parts.append(f'<div class="chart">{bar_chart(mbars, series=("tokens", "cost"), title="Spend per model")}</div>')
+    spend = bar_chart(mbars, series=("tokens", "cost"), title="Spend per model", shared_scale=False)
+    parts.append(f'<div class="chart">{spend}</div>')
 
     parts.append("<h2>Timeline</h2>")
     parts.append(f'<div class="chart">{timeline_chart(timeline)}</div>')

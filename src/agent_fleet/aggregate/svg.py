@@ -33,13 +33,24 @@ def _num(v: float) -> str:
     return f"{v:,.4g}"
 
 
-def bar_chart(bars: Sequence[Bar], *, series: Sequence[str], title: str, width: int = 720, max_bars: int = 30) -> str:
-    """Horizontal grouped bars, one group per label; each series scaled to its own maximum."""
+def bar_chart(
+    bars: Sequence[Bar],
+    *,
+    series: Sequence[str],
+    title: str,
+    shared_scale: bool = True,
+    width: int = 760,
+    max_bars: int = 30,
+) -> str:
+    """Horizontal grouped bars, one group per label. Series share one scale when they count the same
+    thing (raw vs unique); otherwise (tokens vs dollars) each is scaled to its own maximum."""
     bars = list(bars)[:max_bars]
-    label_w, text_w, row_h, bar_h, top = 220, 150, 10 + 12 * len(series), 11, 44
+    label_w, text_w, row_h, bar_h, top = 200, 230, 10 + 12 * len(series), 11, 44
     plot_w = width - label_w - text_w
     height = top + row_h * max(1, len(bars)) + 10
     maxima = [max((b.values[s] for b in bars), default=0.0) or 1.0 for s in range(len(series))]
+    if shared_scale:
+        maxima = [max(maxima)] * len(series)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
@@ -78,7 +89,7 @@ def _span(s: dict[str, Any]) -> tuple[float, float] | None:
     return start_f, float(end) if end is not None else start_f
 
 
-def timeline_chart(sessions: Sequence[dict[str, Any]], *, width: int = 720, max_rows: int = 120) -> str:
+def timeline_chart(sessions: Sequence[dict[str, Any]], *, width: int = 760, max_rows: int = 120) -> str:
     """Sessions over time: one bar per session (coloured by final state) when they are few,
     else the number of sessions active over time."""
     spans = [(s, sp) for s in sessions if (sp := _span(s)) is not None]
@@ -111,6 +122,12 @@ def timeline_chart(sessions: Sequence[dict[str, Any]], *, width: int = 720, max_
                 f"<title>{escape(tip)}</title></rect>"
             )
         axis_y = top + row_h * len(spans) + 14
+        states = sorted({str(s.get("state", "")) for s, _ in spans} & STATE_COLOURS.keys())
+        x = width - 10 - sum(24 + 7 * len(st) for st in states)
+        for st in states:
+            out.append(f'<rect x="{x}" y="6" width="10" height="10" fill="{STATE_COLOURS[st]}"/>')
+            out.append(f'<text x="{x + 14}" y="15" class="l">{escape(st)}</text>')
+            x += 24 + 7 * len(st)
     else:
         bins = 200
         starts = sorted(sp[0] for _, sp in spans)
