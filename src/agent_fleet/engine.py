@@ -29,7 +29,7 @@ import httpx
 
 from agent_fleet.admission import AdmissionController, default_objects, load_kueue_yaml
 from agent_fleet.admission.slots import AdmissionSlots
-from agent_fleet.aggregate import Aggregator, choose_embedder, write_outputs
+from agent_fleet.aggregate import Aggregator, band_check, choose_embedder, classify_task, write_outputs
 from agent_fleet.brain.harness import SessionOutcome
 from agent_fleet.brain.step import Limits
 from agent_fleet.clock import Clock, RealClock
@@ -381,6 +381,7 @@ class Engine:
             "results_unique": len(unique),
             "dedup_rate": round(agg.dedup_rate, 4),
             "dedup": agg.to_dict(),
+            "dedup_band": band_check(classify_task(options.task, str(plan.kind)), agg).to_dict(),
             "duration_s": round(time.time() - created_at, 3),
             "out_dir": str(out_dir),
         }
