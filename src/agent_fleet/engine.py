@@ -45,6 +45,7 @@ from agent_fleet.errors import ProviderUnreachable, SessionNotFound, UsageError
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
 from agent_fleet.observe.live_dedup import LiveDedup, snapshot_key
+from agent_fleet.observe.metrics import FleetSnapshot, ModelFigures, metrics_key, render
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
@@ -177,6 +178,7 @@ class Engine:
     ) -> None:
         self.log: SessionLog = TappedLog(log, self._heard)
         self._dedup: dict[str, LiveDedup] = {}  # run id → results clustered as they are recorded
+        self._admission_metrics: dict[str, bytes] = {}  # run id → Kueue's metrics at the last tick
         self.gateway = gateway
         self.clock = clock or RealClock()
         self.workforce = workforce  # worker pool, hands, CLI agents; closed by shutdown()
@@ -197,6 +199,49 @@ class Engine:
     def _aggregator(self, run_id: str, options: RunOptions) -> Aggregator:
         out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
         return Aggregator.for_run(out_dir, choose_embedder(options.embedder))
+
+    def metrics(self, run_id: str) -> FleetSnapshot:
+        """The live figures behind ``fleet_*`` metrics."""
+        stats = self.stats()
+        live = self._dedup.get(run_id)
+        dedup = live.aggregator.stats() if live is not None else None
+        models = {
+            name: ModelFigures(
+                input_tokens=t.input_tokens,
+                output_tokens=t.output_tokens,
+                cached_input_tokens=t.cached_input_tokens,
+                calls=t.calls,
+                cost_usd=float(t.cost_usd),
+                errors=dict(t.errors),
+            )
+            for name, t in self.gateway.meter.models.items()
+        }
+        sessions = {}
+        if stats is not None:
+            sessions = {
+                "queued": stats.queued,
+                "active": stats.active,
+                "completed": stats.completed,
+                "failed": stats.failed,
+                "paused": stats.paused,
+            }
+        return FleetSnapshot(
+            run_id=run_id,
+            models=models,
+            concurrency_limit=self.gateway.limiter.total,
+            in_flight=self.gateway.statistics().in_flight,
+            sessions=sessions,
+            dedup_ratio=None if dedup is None else dedup.dedup_rate,
+            results_raw=0 if dedup is None else dedup.raw,
+            results_unique=0 if dedup is None else dedup.unique,
+        )
+
+    async def store_metrics(self, run_id: str, admission: bytes = b"") -> bytes:
+        """Store the Prometheus text of the run (``agent-fleet metrics`` reads it) and return it."""
+        self._admission_metrics[run_id] = admission
+        text = render(self.metrics(run_id), admission=admission)
+        await self.log.put_snapshot(metrics_key(run_id), {"text": text.decode()})
+        return text
 
     async def flush_routes(self) -> None:
         """Record the gateway's routing decisions as ``route`` events of their sessions."""
@@ -392,8 +437,30 @@ class Engine:
             if ev.type == EventType.RUN_CREATED and ev.data.get("forecast"):
                 summary["forecast"] = beside_actuals(ev.data["forecast"], summary)
                 break
+        final = FleetSnapshot(
+            run_id=run_id,
+            models={
+                m: ModelFigures(
+                    input_tokens=f["input_tokens"],
+                    output_tokens=f["output_tokens"],
+                    cached_input_tokens=f["cached_input_tokens"],
+                    calls=f["calls"],
+                    cost_usd=float(f["cost_usd"]),
+                )
+                for m, f in figures.per_model.items()
+            },
+            concurrency_limit=self.gateway.limiter.total,
+            in_flight=0,
+            sessions={str(k): v for k, v in figures.sessions.items()},
+            dedup_ratio=agg.dedup_rate,
+            results_raw=agg.raw,
+            results_unique=agg.unique,
+        )
+        metrics_text = render(final, admission=self._admission_metrics.get(run_id, b""))
+        await self.log.put_snapshot(metrics_key(run_id), {"text": metrics_text.decode()})
         timeline = _timeline(events, created_at)
         await asyncio.to_thread(write_outputs, out_dir, summary, unique, timeline=timeline)
+        await asyncio.to_thread((out_dir / "metrics.prom").write_bytes, metrics_text)
         end_type = {
             "completed": EventType.RUN_COMPLETED,
             "paused": EventType.RUN_PAUSED,
@@ -495,6 +562,9 @@ class _BudgetWatcher:
             await self._engine.log.put_snapshot("admission", {"run_id": self._run_id, **snapshot()})
         if self.live is not None:
             await self._engine.log.put_snapshot(snapshot_key(self._run_id), self.live.stats())
+        controller = getattr(self._slots, "controller", None)
+        admission = controller.metrics_text() if controller is not None else b""
+        await self._engine.store_metrics(self._run_id, admission)
 
     async def apply_recorded(self) -> None:
         """On start (and resume): every raise already in the log; sessions start under those."""

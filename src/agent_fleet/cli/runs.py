@@ -21,6 +21,7 @@ from agent_fleet.domain.events import EventType, SessionRecord, SessionState
 from agent_fleet.engine import Engine, RunOptions, RunReport, deploy, estimate, exit_code_for, resume
 from agent_fleet.errors import SessionNotFound, UsageError
 from agent_fleet.observe.live_dedup import snapshot_key
+from agent_fleet.observe.metrics import metrics_key
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
@@ -309,6 +310,28 @@ def events_cmd(
         sys.stdout.write(f"{e['seq']:>6}  {stamp}  {e['type']:<18} {data[:100]}\n")
 
 
+def metrics_cmd(
+    run_id: str | None = typer.Argument(None, help="A run id; without it, the newest run."),
+    store: str | None = STORE_OPTION,
+) -> None:
+    """A run's metrics in Prometheus text format: fleet_* figures and Kueue's admission metrics."""
+
+    async def go() -> str:
+        async with open_store(resolve_store_url(store)) as log:
+            rid = run_id
+            if rid is None:
+                runs = await log.list_runs(limit=1)
+                if not runs:
+                    raise SessionNotFound("no runs in this store")
+                rid = runs[0].session_id
+            snap = await log.get_snapshot(metrics_key(rid))
+            if snap is None:
+                raise SessionNotFound(f"no metrics recorded for run {rid!r}")
+            return str(snap["text"])
+
+    sys.stdout.write(run_async(go()))
+
+
 def demo_cmd(
     store: str | None = STORE_OPTION,
     out: str | None = typer.Option(None, "--out", help="Output directory (default .fleet/runs/RUN_ID)."),
@@ -353,4 +376,5 @@ def register(app: typer.Typer) -> None:
     app.command("resume")(resume_cmd)
     app.command("status")(status_cmd)
     app.command("events")(events_cmd)
+    app.command("metrics")(metrics_cmd)
     app.command("demo")(demo_cmd)

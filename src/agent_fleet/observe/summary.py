@@ -69,6 +69,10 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
             fig.usage = fig.usage + Usage.from_dict(ev.data.get("usage"))
             fig.cost_usd += Decimal(str(ev.data.get("cost_usd", "0")))
             fig.llm_calls += int(ev.data.get("calls", 0))
+            usage = Usage.from_dict(ev.data.get("usage"))
+            m = _model_row(fig, str(ev.data.get("model") or "unknown"))
+            m["calls"] += int(ev.data.get("calls", 0))
+            _add_usage(m, usage, Decimal(str(ev.data.get("cost_usd", "0"))))
     for rec in sessions:
         fig.sessions[rec.state] += 1
     for ev in events:
@@ -79,10 +83,9 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
             fig.llm_calls += 1
             for kind in resp.retried:
                 fig.errors[_ERROR_KINDS.get(kind, "server")] += 1
-            m = fig.per_model.setdefault(resp.model or "unknown", {"calls": 0, "tokens": 0, "cost_usd": "0"})
+            m = _model_row(fig, resp.model or "unknown")
             m["calls"] += 1
-            m["tokens"] += resp.usage.total_tokens
-            m["cost_usd"] = str(Decimal(m["cost_usd"]) + resp.cost_usd)
+            _add_usage(m, resp.usage, resp.cost_usd)
         elif ev.type == EventType.MODEL_ERROR:
             fig.errors[_FAILED_CALL_KIND.get(str(ev.data.get("kind", "")), "server")] += 1
         elif ev.type == EventType.ATTEMPT_FAILED and ev.data.get("kind") == "timeout":
@@ -90,3 +93,16 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
         elif ev.type == EventType.RESULT_ITEM:
             fig.results_raw += 1
     return fig
+
+
+def _model_row(fig: RunFigures, model: str) -> dict[str, Any]:
+    row = {"calls": 0, "tokens": 0, "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
+    return fig.per_model.setdefault(model, {**row, "cost_usd": "0"})
+
+
+def _add_usage(row: dict[str, Any], usage: Usage, cost: Decimal) -> None:
+    row["tokens"] += usage.total_tokens
+    row["input_tokens"] += usage.input_tokens
+    row["output_tokens"] += usage.output_tokens
+    row["cached_input_tokens"] += usage.cached_input_tokens
+    row["cost_usd"] = str(Decimal(row["cost_usd"]) + cost)
