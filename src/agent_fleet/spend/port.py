@@ -7,13 +7,14 @@ wire format over HTTP and knows nothing of budgets.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from agent_fleet.domain.model import ChatRequest, ChatResponse
+from agent_fleet.domain.model import ChatRequest, ChatResponse, EmbeddingResult
 from agent_fleet.domain.usage import Usage
 
-__all__ = ["ModelGateway", "ModelProvider"]
+__all__ = ["EmbeddingGateway", "EmbeddingProvider", "ModelGateway", "ModelProvider"]
 
 
 class ModelProvider(Protocol):
@@ -38,3 +39,29 @@ class ModelGateway(Protocol):
 
     def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
         """Tell the gateway what a session had already spent (replayed from its log on resume)."""
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """A provider with an embeddings endpoint. ``max_embedding_batch`` is how many inputs one request
+    may carry; 0 means the provider has no embeddings endpoint (its ``embed`` raises ConfigError)."""
+
+    name: str
+    max_embedding_batch: int
+
+    async def embed(
+        self, texts: Sequence[str], model: str, *, dimensions: int | None = None
+    ) -> tuple[list[list[float]], Usage]: ...
+
+
+class EmbeddingGateway(Protocol):
+    """Embeddings through the gateway, metered and budgeted like chat calls.
+
+    Kept apart from :class:`ModelGateway` so the wrappers that only forward chat calls (an
+    attempt's view of the gateway, say) need not grow an ``embed``. ``embed`` raises
+    :class:`~agent_fleet.errors.BudgetExhausted` before sending when a cap would be crossed.
+    """
+
+    async def embed(
+        self, session_id: str, texts: Sequence[str], *, model: str, dimensions: int | None = None
+    ) -> EmbeddingResult: ...

@@ -1,5 +1,5 @@
-"""The gateway as an HTTP service: OpenAI-compatible ``/v1/chat/completions`` and Anthropic-compatible
-``/v1/messages``, streaming included, in front of the configured providers.
+"""The gateway as an HTTP service: OpenAI-compatible ``/v1/chat/completions`` and ``/v1/embeddings`` and
+Anthropic-compatible ``/v1/messages``, streaming included, in front of the configured providers.
 
 Each session gets its own token (:class:`SessionTokens`), good only for that session and its budget;
 clients send it as their API key (``Authorization: Bearer`` or ``x-api-key``). Provider keys never
@@ -14,6 +14,12 @@ OpenAI's ``stream_options`` are set); otherwise it is translated both ways, and 
 from the finished answer. A request without ``max_tokens`` gets ``default_max_tokens``, so every call
 has a worst case to reserve.
 
+Embeddings go through ``Gateway.embed`` with the model the request names (a fleet.yaml name or a model
+id; unrouted names go to the default provider), so they are metered and budget-stopped (402) like
+chat calls; ``encoding_format`` ``float`` or ``base64`` (the OpenAI SDK's default) is honoured, and
+``input`` is a string or an array of strings. A provider without an embeddings endpoint gets a 400
+naming the fix.
+
 Admin endpoints (``Authorization: Bearer <admin token>``): ``POST /fleet/sessions`` ``{session_id,
 queue?}`` → ``{token}``; ``POST /fleet/budget`` ``{id, tokens?, usd?}``; ``GET /fleet/stats``.
 """
@@ -26,13 +32,14 @@ import hmac
 import json
 import os
 import secrets
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from agent_fleet.errors import BudgetExhausted, FleetError, ProviderError, ProviderUnreachable
+from agent_fleet.errors import BudgetExhausted, ConfigError, FleetError, ProviderError, ProviderUnreachable
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
 from agent_fleet.spend.port import ModelProvider
 from agent_fleet.spend.providers import ProviderTimeout
@@ -112,6 +119,11 @@ def _provider_error(fmt: str, exc: FleetError) -> web.Response:
     return _error(fmt, 502, "api_error", message)
 
 
+def _encode_vector(vector: list[float]) -> str:
+    """OpenAI's base64 embedding: little-endian float32."""
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+
+
 class GatewayService:
     def __init__(
         self,
@@ -137,6 +149,8 @@ class GatewayService:
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/chat/completions", self._openai)
         app.router.add_post("/v1/messages", self._anthropic)
+        app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/embeddings", self._embeddings)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/healthz", self._health)
@@ -247,6 +261,67 @@ class GatewayService:
             return _provider_error(fmt, exc)
         await self._notify(session_id, outcome)
         return response
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        session_id = self._session_of(request)
+        if session_id is None:
+            return _error("openai", 401, "authentication_error", "invalid or missing gateway token")
+        try:
+            body = json.loads(await request.read())
+            if not isinstance(body, dict):
+                raise ValueError
+        except ValueError:
+            return _error("openai", 400, "invalid_request_error", "the request body is not a JSON object")
+        texts = body.get("input")
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            return _error("openai", 400, "invalid_request_error", "input must be a string or an array of strings")
+        model = str(body.get("model") or "")
+        fmt = body.get("encoding_format") or "float"
+        dimensions = body.get("dimensions")
+        if not model:
+            return _error("openai", 400, "invalid_request_error", "model is required")
+        if fmt not in ("float", "base64"):
+            return _error("openai", 400, "invalid_request_error", "encoding_format must be float or base64")
+        if dimensions is not None and (not isinstance(dimensions, int) or dimensions < 1):
+            return _error("openai", 400, "invalid_request_error", "dimensions must be a positive integer")
+        outcome: dict[str, Any] = {"model": model, "format": "openai", "kind": "embeddings", "inputs": len(texts)}
+        gw = self.gateway
+        try:
+            result = await gw.embed(session_id, texts, model=model, dimensions=dimensions)
+        except BudgetExhausted as exc:
+            outcome.update(outcome="budget_exhausted", scope=exc.scope, message=str(exc))
+            await self._notify(session_id, outcome)
+            return _error("openai", 402, "budget_exceeded", str(exc))
+        except ConfigError as exc:
+            outcome.update(outcome="error", error=type(exc).__name__, message=str(exc))
+            await self._notify(session_id, outcome)
+            return _error("openai", 400, "invalid_request_error", str(exc))
+        except (ProviderError, ProviderUnreachable) as exc:
+            outcome.update(outcome="error", error=type(exc).__name__, message=str(exc))
+            await self._notify(session_id, outcome)
+            return _provider_error("openai", exc)
+        tokens = result.usage.input_tokens
+        outcome.update(
+            outcome="ok",
+            model=result.model,
+            usage=result.usage.to_dict(),
+            cost_usd=str(result.cost_usd),
+            session_tokens=gw.meter.session(session_id).total_tokens,
+        )
+        await self._notify(session_id, outcome)
+        data = [
+            {"object": "embedding", "index": i, "embedding": _encode_vector(v) if fmt == "base64" else v}
+            for i, v in enumerate(result.vectors)
+        ]
+        doc = {
+            "object": "list",
+            "data": data,
+            "model": result.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+        return web.Response(body=json.dumps(doc).encode(), content_type=_JSON)
 
     async def _notify(self, session_id: str, outcome: dict[str, Any]) -> None:
         if self.on_call is not None:

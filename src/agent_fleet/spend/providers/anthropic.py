@@ -13,13 +13,14 @@ Translation, both ways:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import Overloaded
+from agent_fleet.errors import ConfigError, Overloaded
 from agent_fleet.spend.providers._fast import JsonPoster
 from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, post
 
@@ -244,9 +245,10 @@ def to_anthropic_response(response: ChatResponse, *, message_id: str) -> dict[st
 
 
 class AnthropicProvider:
-    """An Anthropic-compatible ``/messages`` endpoint."""
+    """An Anthropic-compatible ``/messages`` endpoint (Anthropic serves no embeddings)."""
 
     kind = "anthropic"
+    max_embedding_batch = 0  # no embeddings endpoint: the gateway refuses before reserving anything
 
     def __init__(
         self,
@@ -288,6 +290,15 @@ class AnthropicProvider:
         except ValueError:
             raise Overloaded(f"{self.host} sent a response that is not JSON", status=200) from None
         return anthropic_response(data, model)
+
+    async def embed(
+        self, texts: Sequence[str], model: str, *, dimensions: int | None = None
+    ) -> tuple[list[list[float]], Usage]:
+        raise ConfigError(
+            f"{self.name}: Anthropic has no embeddings endpoint; route embeddings to an OpenAI-compatible "
+            "model in fleet.yaml (a models: entry with provider openai or an OpenAI-compatible URL, "
+            "e.g. model text-embedding-3-small)"
+        )
 
     async def send_raw(self, payload: bytes, *, model: str, stream: bool = False) -> httpx.Response:
         """POST an already-encoded Messages body (the gateway service's pass-through)."""

@@ -6,7 +6,10 @@ no SDK, one shared :class:`httpx.AsyncClient` sized to the concurrency.
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -18,15 +21,19 @@ from agent_fleet.spend.providers._fast import JsonPoster
 from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, post
 
 __all__ = [
+    "MAX_EMBEDDING_BATCH",
     "OpenAIProvider",
+    "embeddings_body",
     "from_openai_request",
     "openai_body",
     "openai_response",
     "openai_usage",
+    "parse_embeddings",
     "to_openai_response",
 ]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+MAX_EMBEDDING_BATCH = 256  # inputs per embeddings request (the API allows 2,048; smaller keeps retries cheap)
 
 
 def openai_body(request: ChatRequest, model: str, *, max_tokens_field: str = "max_tokens") -> dict[str, Any]:
@@ -109,10 +116,42 @@ def to_openai_response(response: ChatResponse, *, completion_id: str, created: i
     }
 
 
+def embeddings_body(texts: Sequence[str], model: str, dimensions: int | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "input": list(texts), "encoding_format": "float"}
+    if dimensions:
+        body["dimensions"] = dimensions
+    return body
+
+
+def _vector(value: Any) -> list[float]:
+    if isinstance(value, str):  # base64 little-endian float32, from a server that ignored "float"
+        raw = base64.b64decode(value)
+        return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+    return [float(x) for x in value]
+
+
+def parse_embeddings(body: bytes, count: int, *, host: str) -> tuple[list[list[float]], Usage]:
+    """An embeddings response as vectors in input order and its usage (``prompt_tokens`` as input tokens).
+
+    An answer that is not JSON or carries the wrong number of vectors is a server fault (Overloaded,
+    retried like a 5xx), as for chat completions.
+    """
+    try:
+        data = json.loads(body)
+        items = sorted(data.get("data") or (), key=lambda d: int(d.get("index", 0)))
+        vectors = [_vector(item["embedding"]) for item in items]
+    except (ValueError, TypeError, KeyError, AttributeError, struct.error):
+        raise Overloaded(f"{host} sent an embeddings response that cannot be read", status=200) from None
+    if len(vectors) != count:
+        raise Overloaded(f"{host} sent {len(vectors)} embeddings for {count} inputs", status=200)
+    return vectors, Usage(input_tokens=int((data.get("usage") or {}).get("prompt_tokens") or 0))
+
+
 class OpenAIProvider:
-    """An OpenAI-compatible ``/chat/completions`` endpoint."""
+    """An OpenAI-compatible ``/chat/completions`` (and ``/embeddings``) endpoint."""
 
     kind = "openai"
+    max_embedding_batch = MAX_EMBEDDING_BATCH
 
     def __init__(
         self,
@@ -156,6 +195,25 @@ class OpenAIProvider:
         except ValueError:
             raise Overloaded(f"{self.host} sent a response that is not JSON", status=200) from None
         return openai_response(data, model)
+
+    async def embed(
+        self, texts: Sequence[str], model: str, *, dimensions: int | None = None
+    ) -> tuple[list[list[float]], Usage]:
+        """Vectors for ``texts`` (float format), at most ``max_embedding_batch`` inputs per request; errors
+        map as for chat calls. The gateway sends one batch per call so each request is reserved apart."""
+        vectors: list[list[float]] = []
+        usage = Usage()
+        model = model or self.model
+        for start in range(0, len(texts), self.max_embedding_batch):
+            part = texts[start : start + self.max_embedding_batch]
+            payload = json.dumps(embeddings_body(part, model, dimensions)).encode()
+            body = await self._poster.post(
+                "embeddings", payload, host=self.host, model=model, secret=self._key, on_signals=self.on_signals
+            )
+            got, used = parse_embeddings(body, len(part), host=self.host)
+            vectors.extend(got)
+            usage = usage + used
+        return vectors, usage
 
     async def send_raw(self, payload: bytes, *, model: str, stream: bool = False) -> httpx.Response:
         """POST an already-encoded chat-completions body (the gateway service's pass-through)."""
