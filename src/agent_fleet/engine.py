@@ -15,11 +15,10 @@ import asyncio
 import logging
 import os
 import socket
-import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -30,29 +29,33 @@ import httpx
 from agent_fleet.admission import AdmissionController, default_objects, load_kueue_yaml
 from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.aggregate import Aggregator, band_check, choose_embedder, classify_task, write_outputs
-from agent_fleet.brain.harness import SessionOutcome
 from agent_fleet.brain.step import Limits
 from agent_fleet.clock import Clock, RealClock
-from agent_fleet.config import FleetConfig, load_config
+from agent_fleet.config import load_config
 from agent_fleet.decompose import decompose
 from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions, DispatchStats
 from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState
 from agent_fleet.domain.ids import new_run_id, session_id_for
+from agent_fleet.domain.model import EmbeddingResult
 from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
+from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ProviderUnreachable, SessionNotFound, UsageError
+from agent_fleet.forecasting import forecast_for, observed_latency
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
 from agent_fleet.observe.live_dedup import LiveDedup, snapshot_key
 from agent_fleet.observe.metrics import FleetSnapshot, ModelFigures, metrics_key, render
 from agent_fleet.observe.summary import run_figures
+from agent_fleet.options import RunOptions, RunReport, exit_code_for, with_config
+from agent_fleet.run_ticker import RunTicker
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
 from agent_fleet.session.tap import TappedLog
-from agent_fleet.spend.factory import build_gateway, price_table
-from agent_fleet.spend.forecast import beside_actuals, forecast
-from agent_fleet.spend.gateway import Gateway, apply_budget_event
+from agent_fleet.spend.factory import build_gateway
+from agent_fleet.spend.forecast import beside_actuals
+from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.guards import RunawayGuard
 from agent_fleet.spend.router import estimate_difficulty
 from agent_fleet.verification import verify_run
@@ -72,79 +75,6 @@ __all__ = [
 ]
 
 _logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunOptions:
-    """What a run was asked to do; stored in the run's log (never a credential)."""
-
-    task: str
-    input_path: str | None = None
-    agents: int = 10
-    budget_tokens: int | None = None  # None: fleet.yaml's, else 128,000
-    budget_usd: str | None = None  # Decimal as text
-    fleet_budget_usd: str | None = None
-    timeout: float | None = None
-    model: str = "gpt-4.1-mini"
-    provider: str | None = None  # URL | "openai" | "anthropic"
-    out_dir: str | None = None
-    queue: str | None = None
-    priority: str | None = None
-    max_concurrency: int = 0  # 0: fleet.yaml's rate_limit.baseline_concurrency (50)
-    max_turns: int = 0  # 0: fleet.yaml's guards.max_turns (60)
-    max_tokens: int = 4096  # per model call
-    max_attempts: int = 3
-    agent_cmd: str | None = None
-    agent_format: str = "jsonl"  # how a CLI agent's stdout is read: jsonl | claude | codex | aider
-    config_path: str | None = None
-    embedder: str = "auto"  # auto | lexical | minilm
-
-    def __post_init__(self) -> None:
-        if not self.task.strip():
-            raise UsageError("--task must not be empty")
-        if self.agents < 1:
-            raise UsageError(f"--agents must be at least 1, got {self.agents}")
-        if self.budget_tokens is not None and self.budget_tokens < 1:
-            raise UsageError(f"--budget-tokens must be positive, got {self.budget_tokens}")
-        if self.max_concurrency < 0:
-            raise UsageError(f"--max-concurrency must be at least 1, got {self.max_concurrency}")
-        if self.max_turns < 0:
-            raise UsageError(f"--max-turns must be at least 1, got {self.max_turns}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise UsageError(f"--timeout must be positive, got {self.timeout}")
-        for name in ("budget_usd", "fleet_budget_usd"):
-            value = getattr(self, name)
-            if value is not None:
-                try:
-                    if Decimal(value) <= 0:
-                        raise ValueError
-                except (ArithmeticError, ValueError):
-                    raise UsageError(f"--{name.replace('_', '-')} must be a positive number, got {value!r}") from None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunOptions:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-@dataclass(frozen=True, slots=True)
-class RunReport:
-    run_id: str
-    summary: dict[str, Any]
-    results: tuple[ResultItem, ...]
-    out_dir: Path
-
-    @property
-    def status(self) -> str:
-        return str(self.summary["status"])
-
-
-def exit_code_for(status: str) -> int:
-    """SPEC.md exit codes for a run's final status."""
-    return {"completed": 0, "partial": 1, "failed": 1, "paused": 3, "interrupted": 130}.get(status, 1)
 
 
 class _NoHands:
@@ -179,6 +109,7 @@ class Engine:
         self.log: SessionLog = TappedLog(log, self._heard)
         self._dedup: dict[str, LiveDedup] = {}  # run id → results clustered as they are recorded
         self._admission_metrics: dict[str, bytes] = {}  # run id → Kueue's metrics at the last tick
+        self._embeddings = _MeteredEmbeddings(gateway)  # provider embeddings, recorded in the run's log
         self.gateway = gateway
         self.clock = clock or RealClock()
         self.workforce = workforce  # worker pool, hands, CLI agents; closed by shutdown()
@@ -198,7 +129,15 @@ class Engine:
 
     def _aggregator(self, run_id: str, options: RunOptions) -> Aggregator:
         out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
-        return Aggregator.for_run(out_dir, choose_embedder(options.embedder))
+        embed_session = f"{run_id}.embed"
+        if options.embedder == "provider":
+            # Embedding spend grows with the run: one session budget per partition's worth of results.
+            per_session = options.budget_tokens or 128_000
+            self.gateway.set_session_budget(embed_session, tokens=per_session * max(1, options.agents))
+        embedder = choose_embedder(
+            options.embedder, gateway=self._embeddings, model=options.embedding_model, session_id=embed_session
+        )
+        return Aggregator.for_run(out_dir, embedder)
 
     def metrics(self, run_id: str) -> FleetSnapshot:
         """The live figures behind ``fleet_*`` metrics."""
@@ -242,6 +181,12 @@ class Engine:
         text = render(self.metrics(run_id), admission=admission)
         await self.log.put_snapshot(metrics_key(run_id), {"text": text.decode()})
         return text
+
+    async def record_embeddings(self, run_id: str) -> None:
+        """Provider embeddings spent since the last record go into the run's log (summary == log)."""
+        spent = self._embeddings.take()
+        if spent is not None:
+            await self.log.emit_event(run_id, EventType.EMBEDDINGS, spent)
 
     async def flush_routes(self) -> None:
         """Record the gateway's routing decisions as ``route`` events of their sessions."""
@@ -340,7 +285,7 @@ class Engine:
             **parts,
         )
         self._live.dispatcher = dispatcher
-        watcher = _BudgetWatcher(self, run_id, slots)
+        watcher = RunTicker(self, run_id, slots)
         await watcher.apply_recorded()
         live = self._dedup.get(run_id) or LiveDedup(self._aggregator(run_id, options))
         self._dedup[run_id] = live
@@ -395,6 +340,7 @@ class Engine:
             unique = await aggregator.finalize()
             agg = aggregator.stats()
             await self.log.put_snapshot(snapshot_key(run_id), agg.to_dict())
+            await self.record_embeddings(run_id)
         finally:
             if aggregator.cache is not None:
                 aggregator.cache.close()
@@ -489,6 +435,33 @@ class Engine:
         await self.log.close()
 
 
+class _MeteredEmbeddings:
+    """The gateway's embeddings, adding up what they cost so the run's log can record it."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self.usage = Usage()
+        self.cost = Decimal(0)
+        self.calls = 0
+
+    async def embed(
+        self, session_id: str, texts: Sequence[str], *, model: str, dimensions: int | None = None
+    ) -> EmbeddingResult:
+        result = await self._gateway.embed(session_id, texts, model=model, dimensions=dimensions)
+        self.usage = self.usage + result.usage
+        self.cost += result.cost_usd
+        self.calls += 1
+        return result
+
+    def take(self) -> dict[str, Any] | None:
+        """What was spent since the last take, as ``embeddings`` event data (None when nothing)."""
+        if not self.calls:
+            return None
+        data = {"calls": self.calls, "usage": self.usage.to_dict(), "cost_usd": str(self.cost)}
+        self.usage, self.cost, self.calls = Usage(), Decimal(0), 0
+        return data
+
+
 def _limits(options: RunOptions) -> Limits:
     """Per-session limits: max turns, and the runaway guard of fleet.yaml ``guards``."""
     guards = load_config(options.config_path).guards
@@ -526,112 +499,6 @@ def _timeline(events: list[Event], origin: float) -> list[dict[str, Any]]:
             span["end"] = ev.time - origin
             span["state"] = ev.type.removeprefix("session_")
     return [s for s in spans.values() if "end" in s]
-
-
-class _BudgetWatcher:
-    """Applies ``budget_raised`` events to the live gateway and sends paused sessions back in.
-
-    ``agent-fleet budget raise`` appends the event from another process; this polls the run's
-    stream and the streams of sessions paused on budget, once per tick.
-
-    Budgets have versions: a run-wide raise bumps the run's, a session raise that session's. A
-    session paused on budget goes back in when the budget now in force is newer than the one it
-    last ran under — so a pause decided just before a raise, and recorded just after it, is never
-    left behind. Sending one back needlessly costs a refused check, never a model call.
-    """
-
-    TICK = 0.5
-
-    def __init__(self, engine: Engine, run_id: str, slots: SessionSlots) -> None:
-        self._engine = engine
-        self._run_id = run_id
-        self._slots = slots
-        self._seen: dict[str, int] = {}
-        self._run_version = 0
-        self._session_version: dict[str, int] = {}
-        self._ran_under: dict[str, tuple[int, int]] = {}  # session → budget version it last ran under
-        self.live: LiveDedup | None = None
-
-    def _version(self, sid: str) -> tuple[int, int]:
-        return (self._run_version, self._session_version.get(sid, 0))
-
-    async def store_snapshot(self) -> None:
-        """Admission state for ``agent-fleet queues``; the live dedup rate for ``agent-fleet status``."""
-        snapshot = getattr(self._slots, "snapshot", None)
-        if snapshot is not None:
-            await self._engine.log.put_snapshot("admission", {"run_id": self._run_id, **snapshot()})
-        if self.live is not None:
-            await self._engine.log.put_snapshot(snapshot_key(self._run_id), self.live.stats())
-        controller = getattr(self._slots, "controller", None)
-        admission = controller.metrics_text() if controller is not None else b""
-        await self._engine.store_metrics(self._run_id, admission)
-
-    async def apply_recorded(self) -> None:
-        """On start (and resume): every raise already in the log; sessions start under those."""
-        log = self._engine.log
-        for ev in await log.get_events(self._run_id):
-            if ev.type == EventType.BUDGET_RAISED:
-                apply_budget_event(self._engine.gateway, self._run_id, ev.data)
-            self._seen[self._run_id] = ev.seq
-        for ev in await log.events_of_run(self._run_id, [EventType.BUDGET_RAISED]):
-            apply_budget_event(self._engine.gateway, ev.session_id, ev.data)
-            self._seen[ev.session_id] = max(self._seen.get(ev.session_id, 0), ev.seq)
-
-    async def _apply_new_raises(self, paused: list[str]) -> None:
-        log = self._engine.log
-        for sid in [self._run_id, *paused]:
-            for ev in await log.get_events(sid, after=self._seen.get(sid, 0)):
-                self._seen[sid] = ev.seq
-                if ev.type == EventType.BUDGET_RAISED:
-                    apply_budget_event(self._engine.gateway, sid, ev.data)
-                    if sid == self._run_id:
-                        self._run_version += 1
-                    else:
-                        self._session_version[sid] = self._session_version.get(sid, 0) + 1
-
-    async def tick(
-        self,
-        runs: list[asyncio.Task[dict[str, SessionOutcome]]],
-        dispatcher: Dispatcher,
-        partitions: dict[str, Partition],
-        tg: asyncio.TaskGroup,
-    ) -> bool:
-        """One round; True when it sent sessions back in."""
-        paused = [
-            r.session_id for r in await self._engine.log.list_sessions(self._run_id) if r.state is SessionState.PAUSED
-        ]
-        if not paused:
-            return False
-        await self._apply_new_raises(paused)
-        again = [sid for sid in paused if await self._unblocked(sid)]
-        if not again:
-            return False
-        for sid in again:
-            self._ran_under[sid] = self._version(sid)
-        dispatcher.stats.paused -= len(again)
-        runs.append(tg.create_task(dispatcher.run([(sid, partitions[sid]) for sid in again])))
-        return True
-
-    async def poll_until(
-        self,
-        runs: list[asyncio.Task[dict[str, SessionOutcome]]],
-        dispatcher: Dispatcher,
-        partitions: dict[str, Partition],
-        tg: asyncio.TaskGroup,
-    ) -> None:
-        while True:
-            await asyncio.sleep(self.TICK)
-            await self.store_snapshot()
-            await self._engine.flush_routes()
-            await self.tick(runs, dispatcher, partitions, tg)
-
-    async def _unblocked(self, sid: str) -> bool:
-        if self._ran_under.get(sid, (0, 0)) >= self._version(sid):
-            return False
-        for ev in reversed(await self._engine.log.get_events(sid)):
-            if ev.type == EventType.SESSION_PAUSED:
-                return ev.data.get("reason") == "budget"
-        return False
 
 
 # -- building and the phase API ------------------------------------------------------------------
@@ -737,39 +604,6 @@ def plan_run(options: RunOptions) -> Plan:
     return decompose(options.task, options.input_path, agents=options.agents, budget_tokens=budget)
 
 
-async def observed_latency(log: SessionLog, *, runs: int = 5) -> float | None:
-    """Median seconds per model call in the most recent runs of this store, or None."""
-    samples: list[float] = []
-    for run in await log.list_runs(limit=runs):
-        asked: dict[tuple[str, int], float] = {}
-        for ev in await log.events_of_run(run.session_id, [EventType.MODEL_REQUEST, EventType.MODEL_RESPONSE]):
-            key = (ev.session_id, int(ev.data.get("turn", 0)))
-            if ev.type == EventType.MODEL_REQUEST:
-                asked[key] = ev.time
-            elif key in asked:
-                samples.append(ev.time - asked.pop(key))
-        if len(samples) >= 20:
-            break
-    return statistics.median(samples) if samples else None
-
-
-def forecast_for(options: RunOptions, plan: Plan, config: FleetConfig, latency: float | None) -> dict[str, Any]:
-    """Tokens, list cost and wall time predicted from the plan, as ranges, and the limit that binds."""
-    f = forecast(
-        plan,
-        prices=price_table(config),
-        model=options.model,
-        concurrency=options.max_concurrency or config.rate_limit.baseline_concurrency,
-        latency=latency,
-        budget_tokens=options.budget_tokens,
-        budget_usd=Decimal(options.budget_usd) if options.budget_usd else None,
-        fleet_budget_usd=Decimal(options.fleet_budget_usd) if options.fleet_budget_usd else None,
-        admission_slots=None if config.queues is not None else options.agents,
-        tokens_per_minute=config.rate_limit.tokens_per_minute,
-    )
-    return f.to_dict()
-
-
 async def estimate(options: RunOptions, *, store_url: str | None = None) -> dict[str, Any]:
     """``deploy --dry-run`` / ``agent-fleet estimate``: decompose and forecast; nothing is run or recorded."""
     options = await _resolved(options)
@@ -801,23 +635,6 @@ async def _resolved(options: RunOptions) -> RunOptions:
     if options.config_path is not None:
         options = replace(options, config_path=await asyncio.to_thread(os.path.abspath, options.config_path))
     return with_config(options, await asyncio.to_thread(load_config, options.config_path))
-
-
-def with_config(options: RunOptions, config: FleetConfig) -> RunOptions:
-    """Fill what the command line left unset from fleet.yaml (flags win over the file)."""
-    budgets = config.budgets
-    return replace(
-        options,
-        budget_tokens=options.budget_tokens if options.budget_tokens is not None else budgets.session_tokens,
-        budget_usd=options.budget_usd if options.budget_usd is not None else _text(budgets.session_usd),
-        fleet_budget_usd=options.fleet_budget_usd if options.fleet_budget_usd is not None else _text(budgets.fleet_usd),
-        max_concurrency=options.max_concurrency or config.rate_limit.baseline_concurrency,
-        max_turns=options.max_turns or config.guards.max_turns,
-    )
-
-
-def _text(value: Decimal | None) -> str | None:
-    return None if value is None else str(value)
 
 
 async def deploy(

@@ -95,7 +95,10 @@ def deploy_cmd(
     agent_format: str = typer.Option(
         "jsonl", "--agent-format", help="How --agent-cmd's stdout is read: jsonl, claude, codex or aider."
     ),
-    embedder: str = typer.Option("auto", "--embedder", help="Dedup embedder: auto, lexical or minilm."),
+    embedder: str = typer.Option("auto", "--embedder", help="Dedup embedder: auto, lexical, minilm or provider."),
+    embedding_model: str | None = typer.Option(
+        None, "--embedding-model", help="With --embedder provider: the embeddings model [text-embedding-3-small]."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Decompose and forecast only; run nothing."),
 ) -> None:
@@ -128,6 +131,7 @@ def deploy_cmd(
             agent_format=agent_format,
             config_path=config,
             embedder=embedder,
+            embedding_model=embedding_model,
         )
 
     if dry_run:

@@ -27,6 +27,7 @@ class EventType(StrEnum):
     RUN_COMPLETED = "run_completed"  # {summary}
     RUN_FAILED = "run_failed"  # {error}
     VERIFICATION = "verification"  # {report, verdicts, skipped, model, calls, usage, cost_usd}
+    EMBEDDINGS = "embeddings"  # {calls, usage, cost_usd}: provider embeddings spent since the last one
     # agent session stream
     SESSION_CREATED = "session_created"  # {run_id, partition_id, index, ...}
     SESSION_QUEUED = "session_queued"

@@ -65,7 +65,11 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
     stream, into its figures."""
     fig = RunFigures()
     for ev in run_events:
-        if ev.type == EventType.VERIFICATION:
+        if ev.type == EventType.EMBEDDINGS:
+            fig.usage = fig.usage + Usage.from_dict(ev.data.get("usage"))
+            fig.cost_usd += Decimal(str(ev.data.get("cost_usd", "0")))
+            fig.llm_calls += int(ev.data.get("calls", 0))
+        elif ev.type == EventType.VERIFICATION:
             fig.usage = fig.usage + Usage.from_dict(ev.data.get("usage"))
             fig.cost_usd += Decimal(str(ev.data.get("cost_usd", "0")))
             fig.llm_calls += int(ev.data.get("calls", 0))

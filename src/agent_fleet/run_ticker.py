@@ -1,0 +1,128 @@
+"""What a live run does once per tick besides running sessions: apply budget raises made from
+another process, send paused sessions back in, and store the snapshots ``status``, ``queues`` and
+``metrics`` read."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from agent_fleet.brain.harness import SessionOutcome
+from agent_fleet.dispatch.runner import Dispatcher
+from agent_fleet.dispatch.slots import SessionSlots
+from agent_fleet.domain.events import EventType, SessionState
+from agent_fleet.domain.plan import Partition
+from agent_fleet.observe.live_dedup import LiveDedup, snapshot_key
+from agent_fleet.spend.gateway import apply_budget_event
+
+if TYPE_CHECKING:
+    from agent_fleet.engine import Engine
+
+__all__ = ["RunTicker"]
+
+
+class RunTicker:
+    """Applies ``budget_raised`` events to the live gateway and sends paused sessions back in.
+
+    ``agent-fleet budget raise`` appends the event from another process; this polls the run's
+    stream and the streams of sessions paused on budget, once per tick.
+
+    Budgets have versions: a run-wide raise bumps the run's, a session raise that session's. A
+    session paused on budget goes back in when the budget now in force is newer than the one it
+    last ran under — so a pause decided just before a raise, and recorded just after it, is never
+    left behind. Sending one back needlessly costs a refused check, never a model call.
+    """
+
+    TICK = 0.5
+
+    def __init__(self, engine: Engine, run_id: str, slots: SessionSlots) -> None:
+        self._engine = engine
+        self._run_id = run_id
+        self._slots = slots
+        self._seen: dict[str, int] = {}
+        self._run_version = 0
+        self._session_version: dict[str, int] = {}
+        self._ran_under: dict[str, tuple[int, int]] = {}  # session → budget version it last ran under
+        self.live: LiveDedup | None = None
+
+    def _version(self, sid: str) -> tuple[int, int]:
+        return (self._run_version, self._session_version.get(sid, 0))
+
+    async def store_snapshot(self) -> None:
+        """Admission state for ``agent-fleet queues``; the live dedup rate for ``agent-fleet status``."""
+        snapshot = getattr(self._slots, "snapshot", None)
+        if snapshot is not None:
+            await self._engine.log.put_snapshot("admission", {"run_id": self._run_id, **snapshot()})
+        if self.live is not None:
+            await self._engine.log.put_snapshot(snapshot_key(self._run_id), self.live.stats())
+        await self._engine.record_embeddings(self._run_id)
+        controller = getattr(self._slots, "controller", None)
+        admission = controller.metrics_text() if controller is not None else b""
+        await self._engine.store_metrics(self._run_id, admission)
+
+    async def apply_recorded(self) -> None:
+        """On start (and resume): every raise already in the log; sessions start under those."""
+        log = self._engine.log
+        for ev in await log.get_events(self._run_id):
+            if ev.type == EventType.BUDGET_RAISED:
+                apply_budget_event(self._engine.gateway, self._run_id, ev.data)
+            self._seen[self._run_id] = ev.seq
+        for ev in await log.events_of_run(self._run_id, [EventType.BUDGET_RAISED]):
+            apply_budget_event(self._engine.gateway, ev.session_id, ev.data)
+            self._seen[ev.session_id] = max(self._seen.get(ev.session_id, 0), ev.seq)
+
+    async def _apply_new_raises(self, paused: list[str]) -> None:
+        log = self._engine.log
+        for sid in [self._run_id, *paused]:
+            for ev in await log.get_events(sid, after=self._seen.get(sid, 0)):
+                self._seen[sid] = ev.seq
+                if ev.type == EventType.BUDGET_RAISED:
+                    apply_budget_event(self._engine.gateway, sid, ev.data)
+                    if sid == self._run_id:
+                        self._run_version += 1
+                    else:
+                        self._session_version[sid] = self._session_version.get(sid, 0) + 1
+
+    async def tick(
+        self,
+        runs: list[asyncio.Task[dict[str, SessionOutcome]]],
+        dispatcher: Dispatcher,
+        partitions: dict[str, Partition],
+        tg: asyncio.TaskGroup,
+    ) -> bool:
+        """One round; True when it sent sessions back in."""
+        paused = [
+            r.session_id for r in await self._engine.log.list_sessions(self._run_id) if r.state is SessionState.PAUSED
+        ]
+        if not paused:
+            return False
+        await self._apply_new_raises(paused)
+        again = [sid for sid in paused if await self._unblocked(sid)]
+        if not again:
+            return False
+        for sid in again:
+            self._ran_under[sid] = self._version(sid)
+        dispatcher.stats.paused -= len(again)
+        runs.append(tg.create_task(dispatcher.run([(sid, partitions[sid]) for sid in again])))
+        return True
+
+    async def poll_until(
+        self,
+        runs: list[asyncio.Task[dict[str, SessionOutcome]]],
+        dispatcher: Dispatcher,
+        partitions: dict[str, Partition],
+        tg: asyncio.TaskGroup,
+    ) -> None:
+        while True:
+            await asyncio.sleep(self.TICK)
+            await self.store_snapshot()
+            await self._engine.flush_routes()
+            await self.tick(runs, dispatcher, partitions, tg)
+
+    async def _unblocked(self, sid: str) -> bool:
+        if self._ran_under.get(sid, (0, 0)) >= self._version(sid):
+            return False
+        for ev in reversed(await self._engine.log.get_events(sid)):
+            if ev.type == EventType.SESSION_PAUSED:
+                return ev.data.get("reason") == "budget"
+        return False
