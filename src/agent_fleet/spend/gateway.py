@@ -350,23 +350,40 @@ class Gateway:
     # --- budgets and state ----------------------------------------------------------------------
 
     def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
-        """Seed what a session had spent before this gateway (replayed from its log on resume).
+        """Seed what a session had spent outside this gateway (replayed from its log on resume).
 
-        Idempotent: calling it again for the same session replaces the previously restored amount.
+        ``usage``/``cost_usd`` are the session's whole spend as its log holds it. What this gateway
+        already charged live for the session is in that figure too, so only the rest is restored —
+        calling it again, on every attempt, never counts a call twice.
         """
         prev_usage, prev_cost = self._restored.get(session_id, (Usage(), _ZERO))
-        d_tokens = usage.total_tokens - prev_usage.total_tokens
-        d_cost = Decimal(cost_usd) - prev_cost
-        self._restored[session_id] = (usage, Decimal(cost_usd))
+        tally = self.meter.session(session_id)
+        live = Usage(
+            tally.input_tokens - prev_usage.input_tokens,
+            tally.output_tokens - prev_usage.output_tokens,
+            tally.cached_input_tokens - prev_usage.cached_input_tokens,
+            tally.cache_write_tokens - prev_usage.cache_write_tokens,
+        )
+        live_cost = tally.cost_usd - prev_cost
+        target = Usage(
+            max(0, usage.input_tokens - live.input_tokens),
+            max(0, usage.output_tokens - live.output_tokens),
+            max(0, usage.cached_input_tokens - live.cached_input_tokens),
+            max(0, usage.cache_write_tokens - live.cache_write_tokens),
+        )
+        target_cost = max(_ZERO, Decimal(cost_usd) - live_cost)
+        d_tokens = target.total_tokens - prev_usage.total_tokens
+        d_cost = target_cost - prev_cost
+        self._restored[session_id] = (target, target_cost)
         self.book.restore(self._accounts(session_id, ""), d_tokens, d_cost)
         delta = Usage(
-            usage.input_tokens - prev_usage.input_tokens,
-            usage.output_tokens - prev_usage.output_tokens,
-            usage.cached_input_tokens - prev_usage.cached_input_tokens,
-            usage.cache_write_tokens - prev_usage.cache_write_tokens,
+            target.input_tokens - prev_usage.input_tokens,
+            target.output_tokens - prev_usage.output_tokens,
+            target.cached_input_tokens - prev_usage.cached_input_tokens,
+            target.cache_write_tokens - prev_usage.cache_write_tokens,
         )
-        for tally in (self.meter.session(session_id), self.meter.run):
-            tally.add(delta, d_cost, calls=0)
+        for t in (tally, self.meter.run):
+            t.add(delta, d_cost, calls=0)
 
     def set_session_budget(self, session_id: str, tokens: int | None = None, usd: Any = None) -> None:
         """Raise or lower one session's caps (None leaves a cap as it is). Lowering stops new calls at once."""

@@ -417,3 +417,29 @@ async def test_real_usage_below_the_estimate_is_given_back_to_the_bucket():
     for i in range(30):
         await gw.complete(f"s{i}", REQ)
     assert clock.now() == 0.0  # 30 × 400 real tokens fit the 40,000 burst: nobody waited
+
+
+async def test_restore_spent_never_counts_a_call_charged_live_twice() -> None:
+    """A session's second attempt in the same process replays a log that holds the first attempt's
+    calls, which this gateway already charged: only spend from outside it is restored."""
+    from decimal import Decimal
+
+    from agent_fleet.clock import VirtualClock
+    from agent_fleet.domain.model import ChatRequest
+    from agent_fleet.domain.usage import Usage
+    from agent_fleet.spend.gateway import Gateway
+
+    from spend_fakes import FakeProvider
+
+    clock = VirtualClock()
+    gw = Gateway(FakeProvider(clock), clock=clock, session_tokens=None, adaptive=False)
+    gw.restore_spent("s", Usage(1000, 100), Decimal("0.01"))  # spent before this process
+    before = gw.session_usage("s").total_tokens
+    resp = await gw.complete("s", ChatRequest(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=50))
+    live = resp.usage.total_tokens
+    assert gw.session_usage("s").total_tokens == before + live
+    # the log now holds both; replaying it again must not add the live call a second time
+    log_usage = Usage(1000 + resp.usage.input_tokens, 100 + resp.usage.output_tokens)
+    gw.restore_spent("s", log_usage, Decimal("0.01") + resp.cost_usd)
+    assert gw.session_usage("s").total_tokens == 1100 + live
+    assert gw.meter.run.total_tokens == 1100 + live
