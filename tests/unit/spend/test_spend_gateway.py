@@ -424,12 +424,12 @@ async def test_restore_spent_never_counts_a_call_charged_live_twice() -> None:
     calls, which this gateway already charged: only spend from outside it is restored."""
     from decimal import Decimal
 
+    from spend_fakes import FakeProvider
+
     from agent_fleet.clock import VirtualClock
     from agent_fleet.domain.model import ChatRequest
     from agent_fleet.domain.usage import Usage
     from agent_fleet.spend.gateway import Gateway
-
-    from spend_fakes import FakeProvider
 
     clock = VirtualClock()
     gw = Gateway(FakeProvider(clock), clock=clock, session_tokens=None, adaptive=False)
