@@ -157,6 +157,9 @@ async def test_lender_reclaims_from_a_borrowing_fleet(tmp_path: Path) -> None:
     preempted = [e for e in events if e.type == EventType.SESSION_PREEMPTED]
     assert preempted, "no team-b session was preempted"
     assert {e.data["reason"] for e in preempted} == {"InCohortReclamation"}
+    # the preemptor is named, and it is one of team-a's sessions
+    a_run = reports["team-a"].run_id
+    assert all(str(e.data["by"]).startswith(a_run) for e in preempted), [e.data["by"] for e in preempted]
     by_session: dict[str, list[Event]] = {}
     for e in events:
         by_session.setdefault(e.session_id, []).append(e)

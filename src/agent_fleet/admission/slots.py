@@ -55,12 +55,12 @@ class AdmissionSlots:
         self._submitted: set[str] = set()  # a Workload of this session is in the controller
         self._admitted: set[str] = set()  # ... and it holds quota
         self._waiting: dict[str, asyncio.Future[None]] = {}
-        self._hook: Callable[[str, str], None] | None = None
+        self._hook: Callable[[str, str, str | None], None] | None = None
         self._previous = (controller.on_admit, controller.on_preempt)
         controller.on_admit = self._on_admit
         controller.on_preempt = self._on_preempt
 
-    def set_preempt_hook(self, hook: Callable[[str, str], None]) -> None:
+    def set_preempt_hook(self, hook: Callable[[str, str, str | None], None]) -> None:
         self._hook = hook
 
     async def acquire(self, session_id: str) -> None:
@@ -127,7 +127,7 @@ class AdmissionSlots:
         self._admitted.discard(workload.name)
         if self._hook is not None:
             # The event records Kueue's reason word alone (InCohortReclamation, ...).
-            self._hook(workload.name, reason)
+            self._hook(workload.name, reason, by.name if by is not None else None)
 
     def __repr__(self) -> str:
         return (

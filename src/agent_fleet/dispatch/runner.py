@@ -135,6 +135,7 @@ class _Live:
     waiter: asyncio.Future[Lease] | None = None
     moved: Reassignment | None = None  # the health check took this attempt's lease
     preempt_reason: str | None = None
+    preempted_by: str | None = None
 
 
 @dataclass(slots=True)
@@ -193,12 +194,13 @@ class Dispatcher:
         slots.set_preempt_hook(self.preempt)
 
     # -- control ---------------------------------------------------------------------------------
-    def preempt(self, session_id: str, reason: str) -> None:
+    def preempt(self, session_id: str, reason: str, by: str | None = None) -> None:
         """Stop a running session's attempt; it pauses and waits for a slot again."""
         live = self._live.get(session_id)
         if live is None:
             return
         live.preempt_reason = reason
+        live.preempted_by = by
         if live.task is not None and not live.task.done():
             live.task.cancel()
         elif live.waiter is not None and not live.waiter.done():
@@ -320,7 +322,8 @@ class Dispatcher:
 
     async def _preempted(self, sid: str, live: _Live) -> _End:
         self.stats.preempted += 1
-        await self._log.emit_event(sid, EventType.SESSION_PREEMPTED, {"reason": live.preempt_reason or ""})
+        data = {"reason": live.preempt_reason or "", "by": live.preempted_by}
+        await self._log.emit_event(sid, EventType.SESSION_PREEMPTED, data)
         return _PREEMPTED
 
     async def _take_lease(self, sid: str, live: _Live) -> Lease:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 __all__ = ["LocalSlots", "PreemptHook", "SessionSlots"]
 
-PreemptHook = Callable[[str, str], None]  # (session_id, reason)
+PreemptHook = Callable[[str, str, str | None], None]  # (session_id, reason, the preemptor or None)
 
 
 class SessionSlots(Protocol):

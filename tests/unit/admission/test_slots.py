@@ -23,7 +23,7 @@ def controller(pods: int = 1) -> AdmissionController:
 def slots_with_hook(ctl: AdmissionController, **kw: object) -> tuple[AdmissionSlots, list[tuple[str, str]]]:
     slots = AdmissionSlots(ctl, queue="q", drive=False, **kw)  # type: ignore[arg-type]
     calls: list[tuple[str, str]] = []
-    slots.set_preempt_hook(lambda sid, reason: calls.append((sid, reason)))
+    slots.set_preempt_hook(lambda sid, reason, by: calls.append((sid, reason)))
     return slots, calls
 
 
