@@ -659,10 +659,7 @@ async def deploy(
         config = await asyncio.to_thread(load_config, options.config_path)
         predicted = forecast_for(options, plan, config, await observed_latency(engine.log))
         await engine.create_run(plan, options, run_id=run_id, forecast=predicted)
-        if on_start is not None:
-            on_start(run_id, engine)
-        await engine.dispatch(run_id, plan, options)
-        return await engine.aggregate(run_id, options, plan)
+        return await _run_to_the_end(engine, run_id, plan, options, on_start)
 
 
 async def resume(
@@ -682,10 +679,17 @@ async def resume(
         options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots
     ) as engine:
         await engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner()})
-        if on_start is not None:
-            on_start(run_id, engine)
-        await engine.dispatch(run_id, plan, options)
-        return await engine.aggregate(run_id, options, plan)
+        return await _run_to_the_end(engine, run_id, plan, options, on_start)
+
+
+async def _run_to_the_end(
+    engine: Engine, run_id: str, plan: Plan, options: RunOptions, on_start: Callable[[str, Engine], None] | None
+) -> RunReport:
+    """Phases 2 and 3 of a recorded run: dispatch what has not ended, then aggregate."""
+    if on_start is not None:
+        on_start(run_id, engine)
+    await engine.dispatch(run_id, plan, options)
+    return await engine.aggregate(run_id, options, plan)
 
 
 def _owner() -> dict[str, Any]:

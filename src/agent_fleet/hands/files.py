@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
 from agent_fleet.domain.model import ToolSpec
 from agent_fleet.hands.port import ToolOutput
 
-__all__ = ["FILE_TOOL_SPECS", "PartitionFiles"]
+__all__ = ["FILE_TOOL_SPECS", "FileTools", "PartitionFiles"]
 
 _MAX_READ_CHARS = 200_000
 _MAX_GREP_LINES = 200
@@ -39,11 +40,10 @@ FILE_TOOL_SPECS: tuple[ToolSpec, ...] = (
 )
 
 
-class PartitionFiles:
-    """Hands over the files of one directory partition (read-only, no sandbox needed)."""
+class FileTools(ABC):
+    """The file tools' contract over a partition's paths; subclasses say how a read and a grep run."""
 
-    def __init__(self, root: str | Path, paths: tuple[str, ...]) -> None:
-        self._root = Path(root).resolve()
+    def __init__(self, paths: tuple[str, ...]) -> None:
         self._paths = tuple(paths)
         self._allowed = frozenset(paths)
 
@@ -57,13 +57,33 @@ class PartitionFiles:
             path = input.get("path")
             if not isinstance(path, str):
                 return ToolOutput("error: read_file needs a string 'path'", is_error=True)
-            return await asyncio.to_thread(self._read, path)
+            return await self.read(path)
         if name == "grep":
             pattern = input.get("pattern")
             if not isinstance(pattern, str):
                 return ToolOutput("error: grep needs a string 'pattern'", is_error=True)
-            return await asyncio.to_thread(self._grep, pattern)
+            return await self.grep(pattern)
         return ToolOutput(f"error: unknown tool {name!r}", is_error=True)
+
+    @abstractmethod
+    async def read(self, rel: str) -> ToolOutput: ...
+
+    @abstractmethod
+    async def grep(self, pattern: str) -> ToolOutput: ...
+
+
+class PartitionFiles(FileTools):
+    """Hands over the files of one directory partition (read-only, no sandbox needed)."""
+
+    def __init__(self, root: str | Path, paths: tuple[str, ...]) -> None:
+        super().__init__(paths)
+        self._root = Path(root).resolve()
+
+    async def read(self, rel: str) -> ToolOutput:
+        return await asyncio.to_thread(self._read, rel)
+
+    async def grep(self, pattern: str) -> ToolOutput:
+        return await asyncio.to_thread(self._grep, pattern)
 
     async def aclose(self) -> None:
         return None

@@ -13,10 +13,7 @@ gone) is retried in a fresh sandbox, up to ``retries`` times, before the model s
 
 from __future__ import annotations
 
-from typing import Any
-
-from agent_fleet.domain.model import ToolSpec
-from agent_fleet.hands.files import FILE_TOOL_SPECS
+from agent_fleet.hands.files import FileTools
 from agent_fleet.hands.port import ToolOutput
 from agent_fleet.hands.sandbox import CompletedRun, LazySandbox, SandboxError
 
@@ -27,33 +24,14 @@ _MAX_GREP_LINES = 200
 _READ_TIMEOUT = 60.0
 
 
-class SandboxFiles:
+class SandboxFiles(FileTools):
     """Invariant: only the partition's paths are ever passed to a command, always after ``--``."""
 
     def __init__(self, sandbox: LazySandbox, paths: tuple[str, ...], *, retries: int = 2) -> None:
+        super().__init__(paths)
         self._sandbox = sandbox
-        self._paths = tuple(paths)
-        self._allowed = frozenset(paths)
         self._retries = retries
         self.replaced = 0  # sandboxes that died under a read and were replaced
-
-    def specs(self) -> tuple[ToolSpec, ...]:
-        return FILE_TOOL_SPECS
-
-    async def execute(self, name: str, input: dict[str, Any]) -> ToolOutput:
-        if name == "list_files":
-            return ToolOutput("\n".join(self._paths))
-        if name == "read_file":
-            path = input.get("path")
-            if not isinstance(path, str):
-                return ToolOutput("error: read_file needs a string 'path'", is_error=True)
-            return await self._read(path)
-        if name == "grep":
-            pattern = input.get("pattern")
-            if not isinstance(pattern, str):
-                return ToolOutput("error: grep needs a string 'pattern'", is_error=True)
-            return await self._grep(pattern)
-        return ToolOutput(f"error: unknown tool {name!r}", is_error=True)
 
     async def aclose(self) -> None:
         await self._sandbox.aclose()
@@ -72,7 +50,7 @@ class SandboxFiles:
             await self._sandbox.discard()
         return None
 
-    async def _read(self, rel: str) -> ToolOutput:
+    async def read(self, rel: str) -> ToolOutput:
         norm = rel.strip().removeprefix("./")
         if norm not in self._allowed or norm.startswith("-"):
             return ToolOutput(f"error: {rel!r} is not in this partition", is_error=True)
@@ -87,7 +65,7 @@ class SandboxFiles:
             text = text[:_MAX_READ_CHARS] + f"\n[truncated at {min(len(text), _MAX_READ_CHARS)} characters]"
         return ToolOutput(text)
 
-    async def _grep(self, pattern: str) -> ToolOutput:
+    async def grep(self, pattern: str) -> ToolOutput:
         if not self._paths:
             return ToolOutput("no matches")
         run = await self._run(["grep", "-n", "-H", "-I", "-E", "-e", pattern, "--", *self._paths])
