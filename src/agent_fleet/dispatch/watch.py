@@ -25,11 +25,12 @@ from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
-from agent_fleet.domain.events import Event, SessionRecord
+from agent_fleet.domain.events import Event
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolSpec
 from agent_fleet.domain.usage import Usage
 from agent_fleet.hands.port import Hands, ToolOutput
-from agent_fleet.session.port import SessionLog, WakeState
+from agent_fleet.session.port import SessionLog
+from agent_fleet.session.tap import ForwardingLog
 from agent_fleet.spend.port import ModelGateway
 
 __all__ = ["Progress", "WatchedGateway", "WatchedHands", "WatchedLog"]
@@ -61,11 +62,11 @@ class Progress:
         return f"Progress(writes={self.writes}, waiting={self.waiting})"
 
 
-class WatchedLog:
+class WatchedLog(ForwardingLog):
     """The session log as one attempt sees it."""
 
     def __init__(self, inner: SessionLog, progress: Progress) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._progress = progress
         self._pending: set[asyncio.Task[Any]] = set()
 
@@ -84,42 +85,15 @@ class WatchedLog:
             await asyncio.wait(list(self._pending))
 
     async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
-        event: Event = await self._write(asyncio.ensure_future(self._inner.emit_event(session_id, type, data)))
+        event: Event = await self._write(asyncio.ensure_future(self.inner.emit_event(session_id, type, data)))
         return event
 
     async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
-        written: list[Event] = await self._write(asyncio.ensure_future(self._inner.emit_events(session_id, events)))
+        written: list[Event] = await self._write(asyncio.ensure_future(self.inner.emit_events(session_id, events)))
         return written
-
-    async def open(self) -> None:
-        await self._inner.open()
 
     async def close(self) -> None:
         return None  # the attempt does not own the store
-
-    async def get_session(self, session_id: str) -> SessionRecord | None:
-        return await self._inner.get_session(session_id)
-
-    async def get_events(self, session_id: str, after: int = 0) -> list[Event]:
-        return await self._inner.get_events(session_id, after)
-
-    async def wake(self, session_id: str) -> WakeState:
-        return await self._inner.wake(session_id)
-
-    async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
-        return await self._inner.list_runs(limit)
-
-    async def list_sessions(self, run_id: str) -> list[SessionRecord]:
-        return await self._inner.list_sessions(run_id)
-
-    async def events_of_run(self, run_id: str, types: Sequence[str] | None = None) -> list[Event]:
-        return await self._inner.events_of_run(run_id, types)
-
-    async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
-        await self._inner.put_snapshot(key, data)
-
-    async def get_snapshot(self, key: str) -> dict[str, Any] | None:
-        return await self._inner.get_snapshot(key)
 
 
 class WatchedGateway:

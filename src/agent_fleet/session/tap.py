@@ -13,15 +13,16 @@ from typing import Any
 from agent_fleet.domain.events import Event, SessionRecord
 from agent_fleet.session.port import SessionLog, WakeState
 
-__all__ = ["TappedLog"]
+__all__ = ["ForwardingLog", "TappedLog"]
 
 Listener = Callable[[Sequence[Event]], None]
 
 
-class TappedLog:
-    def __init__(self, inner: SessionLog, listener: Listener) -> None:
+class ForwardingLog:
+    """A session log that passes every call to ``inner``; wrappers override what they change."""
+
+    def __init__(self, inner: SessionLog) -> None:
         self.inner = inner
-        self._listener = listener
 
     async def open(self) -> None:
         await self.inner.open()
@@ -30,14 +31,10 @@ class TappedLog:
         await self.inner.close()
 
     async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
-        ev = await self.inner.emit_event(session_id, type, data)
-        self._listener((ev,))
-        return ev
+        return await self.inner.emit_event(session_id, type, data)
 
     async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
-        out = await self.inner.emit_events(session_id, events)
-        self._listener(out)
-        return out
+        return await self.inner.emit_events(session_id, events)
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         return await self.inner.get_session(session_id)
@@ -62,3 +59,19 @@ class TappedLog:
 
     async def get_snapshot(self, key: str) -> dict[str, Any] | None:
         return await self.inner.get_snapshot(key)
+
+
+class TappedLog(ForwardingLog):
+    def __init__(self, inner: SessionLog, listener: Listener) -> None:
+        super().__init__(inner)
+        self._listener = listener
+
+    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
+        ev = await self.inner.emit_event(session_id, type, data)
+        self._listener((ev,))
+        return ev
+
+    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
+        out = await self.inner.emit_events(session_id, events)
+        self._listener(out)
+        return out

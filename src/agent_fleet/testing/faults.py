@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet.dispatch.pool import Lease
-from agent_fleet.domain.events import Event, EventType, SessionRecord
+from agent_fleet.domain.events import Event, EventType
 from agent_fleet.errors import FleetError
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import CompletedRun, LocalSandbox, LocalSandboxProvider, SandboxState
-from agent_fleet.session.port import SessionLog, WakeState
+from agent_fleet.session.port import SessionLog
+from agent_fleet.session.tap import ForwardingLog
 from agent_fleet.spend.port import ModelGateway
 
 __all__ = ["FaultySandboxes", "InjectedCrash", "WorkerFaults"]
@@ -80,11 +81,11 @@ class WorkerFaults:
         return f"WorkerFaults(crash={sorted(self.crash)}, hang={sorted(self.hang)}, struck={dict(self.struck)})"
 
 
-class _FaultyLog:
+class _FaultyLog(ForwardingLog):
     """The attempt's log on a bad worker: the ``strike``-th write (or the last) never happens."""
 
     def __init__(self, inner: SessionLog, faults: WorkerFaults, worker: str, mode: str, strike: int) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._faults = faults
         self._worker = worker
         self._mode = mode
@@ -102,41 +103,11 @@ class _FaultyLog:
 
     async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
         await self._gate([type])
-        return await self._inner.emit_event(session_id, type, data)
+        return await self.inner.emit_event(session_id, type, data)
 
     async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
         await self._gate([t for t, _ in events])
-        return await self._inner.emit_events(session_id, events)
-
-    async def open(self) -> None:
-        await self._inner.open()
-
-    async def close(self) -> None:
-        await self._inner.close()
-
-    async def get_session(self, session_id: str) -> SessionRecord | None:
-        return await self._inner.get_session(session_id)
-
-    async def get_events(self, session_id: str, after: int = 0) -> list[Event]:
-        return await self._inner.get_events(session_id, after)
-
-    async def wake(self, session_id: str) -> WakeState:
-        return await self._inner.wake(session_id)
-
-    async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
-        return await self._inner.list_runs(limit)
-
-    async def list_sessions(self, run_id: str) -> list[SessionRecord]:
-        return await self._inner.list_sessions(run_id)
-
-    async def events_of_run(self, run_id: str, types: Sequence[str] | None = None) -> list[Event]:
-        return await self._inner.events_of_run(run_id, types)
-
-    async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
-        await self._inner.put_snapshot(key, data)
-
-    async def get_snapshot(self, key: str) -> dict[str, Any] | None:
-        return await self._inner.get_snapshot(key)
+        return await self.inner.emit_events(session_id, events)
 
 
 class FaultySandboxes:
