@@ -291,9 +291,11 @@ def bwrap_argv(bwrap: str, opts: BwrapOptions, command: Iterable[str]) -> list[s
             argv += ["--ro-bind", top, top]
     for etc in _ETC:
         argv += ["--ro-bind-try", etc, etc]
+    # The private /tmp first: a Python installation or read-only path under /tmp (a virtualenv in a
+    # temporary checkout) is then bound on top of it instead of being hidden by it.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for extra in (*_python_paths(), *opts.ro_paths):
         argv += ["--ro-bind-try", extra, extra]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     argv += ["--bind", opts.workdir, opts.workdir, "--chdir", opts.workdir, "--remount-ro", "/", "--"]
     argv += list(command)
     return argv
