@@ -37,6 +37,7 @@ from agent_fleet.engine import RunOptions, open_engine, plan_run
 from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
 
 CAP = 50
+DISPATCH_WALL: list[float] = []
 ITEMS_PER_SESSION = 10  # the simulated agent submits 5 items a turn: submit, submit, finish = 3 turns
 
 
@@ -64,7 +65,8 @@ def _input(workdir: Path, sessions: int) -> Path:
 
 
 async def run_ours(url: str, src: Path, sessions: int, workdir: Path) -> tuple[Figures, Figures]:
-    """(the fleet phase: decompose, record, dispatch; the whole run: with aggregation and reports)."""
+    """(the fleet phase: decompose, record, dispatch; the whole run: with aggregation and reports).
+    ``DISPATCH_WALL`` keeps the wall time of the dispatch alone (the calls, without the setup)."""
     options = RunOptions(
         task="Summarise each page",
         input_path=str(src),
@@ -80,7 +82,9 @@ async def run_ours(url: str, src: Path, sessions: int, workdir: Path) -> tuple[F
     plan = plan_run(options)
     async with open_engine(options, run_id=run_id, store_url=store, api_key="sk-bench") as engine:
         await engine.create_run(plan, options, run_id=run_id)
+        d0 = time.perf_counter()
         await engine.dispatch(run_id, plan, options)
+        DISPATCH_WALL.append(time.perf_counter() - d0)
         t1, c1 = time.perf_counter(), time.process_time()
         report = await engine.aggregate(run_id, options)
     t2, c2 = time.perf_counter(), time.process_time()
@@ -167,6 +171,7 @@ def main() -> None:
                 "naive": {"makespan_s": naive1.wall, "efficiency": naive1.calls / CAP * args.median / naive1.wall},
                 "ours": {"makespan_s": ours1.wall, "efficiency": ideal / ours1.wall},
                 "ours_with_aggregation": {"makespan_s": whole1.wall, "efficiency": ideal / whole1.wall},
+                "ours_dispatch_only": {"makespan_s": DISPATCH_WALL[-1], "efficiency": ideal / DISPATCH_WALL[-1]},
                 "bound_for_a_perfect_client": args.median / mean_latency,
             }
     if args.json:
@@ -198,7 +203,9 @@ def main() -> None:
         print(
             f"    sigma {args.sigma}: a perfect client reaches {lat['bound_for_a_perfect_client']:.3f};"
             f" the whole run including aggregation: {lat['ours_with_aggregation']['makespan_s']:.1f} s"
-            f" -> {lat['ours_with_aggregation']['efficiency']:.3f}"
+            f" -> {lat['ours_with_aggregation']['efficiency']:.3f};"
+            f" the calls alone (dispatch, after decomposing and recording the plan):"
+            f" {lat['ours_dispatch_only']['makespan_s']:.1f} s -> {lat['ours_dispatch_only']['efficiency']:.3f}"
         )
 
 
