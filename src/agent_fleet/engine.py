@@ -67,6 +67,7 @@ __all__ = [
     "RunReport",
     "check_provider",
     "deploy",
+    "estimate",
     "exit_code_for",
     "load_run",
     "open_engine",
