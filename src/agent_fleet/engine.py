@@ -538,6 +538,8 @@ async def open_engine(
     slots: SessionSlots | None = None,
 ) -> AsyncIterator[Engine]:
     """Open the store, build the provider and the gateway; shut everything down on exit."""
+    # What the flags left unset comes from fleet.yaml (the phase API may pass bare options).
+    options = with_config(options, load_config(options.config_path))
     log = open_store(resolve_store_url(store_url))
     await log.open()
     try:
