@@ -27,6 +27,10 @@ from agent_fleet.aggregate.vectors import SparseVector, Vector, dot
 
 __all__ = ["Assignment", "LeaderIndex", "PyDenseLeaderIndex", "SparseLeaderIndex", "make_index"]
 
+_ANGLE_MARGIN = 1e-6  # radians; far above the rounding of a dot product of unit vectors seen through acos
+_SIM_MARGIN = 1e-9
+_PAIR_CACHE_LIMIT = 1 << 18  # leader pairs remembered for the angle bound (a few MB at most)
+
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
@@ -65,24 +69,48 @@ class SparseLeaderIndex:
         self._df: dict[int, int] = {}
         self._leaders: list[SparseVector] = []
         self._leader_seq: list[int] = []
+        self._pairs: dict[tuple[int, int], float] = {}  # leader-to-leader similarity, for the angle bound
         self._seq = 0
 
     def __len__(self) -> int:
         return len(self._leaders)
 
     def _best(self, y: SparseVector) -> tuple[int, float]:
-        seen: set[int] = set()
-        best, best_sim = -1, -math.inf
+        hits: dict[int, int] = {}
         postings = self._postings
         for feature in y:
             for leader in postings.get(feature, ()):
-                if leader in seen:
-                    continue
-                seen.add(leader)
-                sim = dot(y, self._leaders[leader])
-                if sim > best_sim or (sim == best_sim and leader < best):
-                    best, best_sim = leader, sim
+                hits[leader] = hits.get(leader, 0) + 1
+        best, best_sim, best_angle = -1, -math.inf, 0.0
+        leaders = self._leaders
+        # The leader sharing the most indexed features is scored first: it is usually the best, and
+        # a good first score lets the angle bound below skip the others.
+        for leader in sorted(hits, key=lambda pos: (-hits[pos], pos)):
+            if best >= 0:
+                # Angular distance is a metric, so angle(y, leader) >= angle(best, leader) - angle(y, best).
+                # Leaders are at least the threshold's angle apart, which makes the bound bite. The
+                # margin covers rounding in the dot products and acos; a skipped leader's exact
+                # similarity is below both the best so far and the threshold, so it can neither win
+                # nor tie.
+                pair = self._pair_sim(best, leader)
+                if pair is not None:
+                    gap = math.acos(max(-1.0, min(1.0, pair))) - best_angle - _ANGLE_MARGIN
+                    if gap > 0.0 and math.cos(gap) < max(best_sim, self.threshold) - _SIM_MARGIN:
+                        continue
+            sim = dot(y, leaders[leader])
+            if sim > best_sim or (sim == best_sim and leader < best):
+                best, best_sim = leader, sim
+                best_angle = math.acos(max(-1.0, min(1.0, sim)))
         return best, best_sim
+
+    def _pair_sim(self, a: int, b: int) -> float | None:
+        key = (a, b) if a < b else (b, a)
+        sim = self._pairs.get(key)
+        if sim is None:
+            if len(self._pairs) >= _PAIR_CACHE_LIMIT:
+                return None  # computing it would cost as much as scoring the candidate directly
+            sim = self._pairs[key] = dot(self._leaders[key[0]], self._leaders[key[1]])
+        return sim
 
     def _add(self, x: SparseVector) -> None:
         pos = len(self._leaders)

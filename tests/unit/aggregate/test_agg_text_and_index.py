@@ -100,6 +100,42 @@ def test_sparse_prefix_index_equals_brute_force(threshold: float) -> None:
         assert got[a.leader].leader == a.leader
 
 
+def test_sparse_index_angle_bound_skips_leaders_without_changing_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Few, far-apart templates with light edits (and exact repeats, for ties): every query is a
+    # near-duplicate of one leader and shares many features with the others, which is where the
+    # angle bound between leaders decides instead of scoring every candidate.
+    rng = random.Random(11)
+    words = [f"w{k}" for k in range(40)]
+    templates = [rng.choices(words, k=30) for _ in range(6)]
+    texts = []
+    for _ in range(400):
+        base = list(rng.choice(templates))
+        for _ in range(rng.randrange(0, 3)):
+            base[rng.randrange(len(base))] = rng.choice(words)
+        texts.append(" ".join(base))
+    emb = LexicalEmbedder()
+    vectors = [emb.vector(t) for t in texts]
+    calls = 0
+
+    def counting_dot(a: dict[int, float], b: dict[int, float]) -> float:
+        nonlocal calls
+        calls += 1
+        return dot(a, b)
+
+    monkeypatch.setattr("agent_fleet.aggregate.index.dot", counting_dot)
+    for threshold in (0.5, 0.7, 0.85, 0.95):
+        expected = brute_force_greedy(vectors, threshold)
+        scored = []
+        for pair_limit in (0, 1 << 18):  # 0: no leader pairs, so no bound: every candidate is scored
+            monkeypatch.setattr("agent_fleet.aggregate.index._PAIR_CACHE_LIMIT", pair_limit)
+            calls = 0
+            got = SparseLeaderIndex(threshold=threshold).assign(vectors)
+            assert [(a.leader, a.similarity) for a in got] == expected
+            scored.append(calls)
+        if threshold >= 0.85:
+            assert scored[1] < scored[0] * 0.6, scored
+
+
 def test_no_transitive_chaining() -> None:
     # A~B and B~C above the threshold, A~C below: C must not join A through B.
     a = normalized_dense([1.0, 0.0])
