@@ -19,8 +19,10 @@ import asyncio
 import math
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import and_
 from typing import Protocol, runtime_checkable
 
 from agent_fleet.aggregate.text import normalize_text
@@ -84,19 +86,21 @@ class LexicalEmbedder:
 
     def vector(self, text: str) -> SparseVector:
         norm = normalize_text(text)
-        counts: Counter[int] = Counter()
         mask = self.buckets - 1
         padded = f" {norm} "
         n = self.ngram
-        for i in range(max(1, len(padded) - n + 1)):
-            counts[zlib.crc32(padded[i : i + n].encode("utf-8")) & mask] += 1
-        word_counts: Counter[int] = Counter()
-        for word in norm.split():
-            # A distinct seed keeps words from colliding on purpose with n-grams of the same spelling.
-            word_counts[zlib.crc32(word.encode("utf-8"), 0x5BD1E995) & mask] += 1
-        weights: dict[int, float] = {}
-        for key, tf in counts.items():
-            weights[key] = weights.get(key, 0.0) + 1.0 + math.log(tf)
+        starts = range(max(1, len(padded) - n + 1))
+        if padded.isascii():  # one byte per character: slicing the bytes gives each n-gram's UTF-8
+            raw = padded.encode("ascii")
+            grams: Iterable[bytes] = map(raw.__getitem__, map(slice, starts, range(n, len(raw) + n)))
+        else:
+            grams = (padded[i : i + n].encode("utf-8") for i in starts)
+        # Hashing, masking and counting all run in C; keys come in first-occurrence order as before.
+        counts = Counter(map(and_, map(zlib.crc32, grams), repeat(mask)))
+        # A distinct seed keeps words from colliding on purpose with n-grams of the same spelling.
+        words = map(str.encode, norm.split())  # UTF-8
+        word_counts = Counter(map(and_, map(zlib.crc32, words, repeat(0x5BD1E995)), repeat(mask)))
+        weights = {key: 1.0 + math.log(tf) for key, tf in counts.items()}
         for key, tf in word_counts.items():
             weights[key] = weights.get(key, 0.0) + self.word_weight * (1.0 + math.log(tf))
         return normalized_sparse(weights)

@@ -11,6 +11,7 @@ import math
 import struct
 from array import array
 from collections.abc import Iterable, Sequence
+from operator import mul
 from typing import Literal, TypeAlias
 
 __all__ = [
@@ -44,7 +45,7 @@ def normalized_dense(values: Sequence[float]) -> DenseVector:
 
 
 def normalized_sparse(weights: dict[int, float]) -> SparseVector:
-    norm = math.sqrt(math.fsum(w * w for w in weights.values()))
+    norm = math.sqrt(math.fsum(map(mul, weights.values(), weights.values())))
     if norm == 0.0:
         return {}
     return {k: w / norm for k, w in weights.items() if w != 0.0}

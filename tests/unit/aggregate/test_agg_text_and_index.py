@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import random
+import zlib
 
 import pytest
 
@@ -35,6 +37,39 @@ def test_rank_prefers_confidence_then_longer_body_then_earlier() -> None:
     assert [p[0].id for p in ranked] == ["long", "high", "low", "none"]
     # Same confidence and body: the earlier arrival wins.
     assert rank_key(high, 1) < rank_key(high, 5)
+
+
+def _lexical_reference(emb: LexicalEmbedder, text: str) -> dict[int, float]:
+    """The lexical vector written the obvious way, one n-gram and one word at a time."""
+    norm = normalize_text(text)
+    mask = emb.buckets - 1
+    padded = f" {norm} "
+    counts: dict[int, int] = {}
+    for i in range(max(1, len(padded) - emb.ngram + 1)):
+        key = zlib.crc32(padded[i : i + emb.ngram].encode("utf-8")) & mask
+        counts[key] = counts.get(key, 0) + 1
+    words: dict[int, int] = {}
+    for word in norm.split():
+        key = zlib.crc32(word.encode("utf-8"), 0x5BD1E995) & mask
+        words[key] = words.get(key, 0) + 1
+    weights: dict[int, float] = {}
+    for key, tf in counts.items():
+        weights[key] = weights.get(key, 0.0) + 1.0 + math.log(tf)
+    for key, tf in words.items():
+        weights[key] = weights.get(key, 0.0) + emb.word_weight * (1.0 + math.log(tf))
+    norm2 = math.sqrt(math.fsum(w * w for w in weights.values()))
+    return {k: w / norm2 for k, w in weights.items() if w != 0.0}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "a", "abc", "The login query concatenates input, twice: input input.", "Straße naïve 漢字 ﬁle ＳＱＬ", "é"],
+)
+@pytest.mark.parametrize("emb", [LexicalEmbedder(), LexicalEmbedder(ngram=3, buckets=1 << 8, word_weight=0.5)])
+def test_lexical_vector_matches_the_reference_exactly(emb: LexicalEmbedder, text: str) -> None:
+    got, want = emb.vector(text), _lexical_reference(emb, text)
+    # The same keys in the same order with the same floats: cached vectors stay valid.
+    assert list(got.items()) == list(want.items())
 
 
 def test_lexical_vectors_are_unit_and_order_insensitive() -> None:
