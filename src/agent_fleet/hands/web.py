@@ -169,13 +169,28 @@ class WebHands:
         client: httpx.AsyncClient | None = None,
         use_trafilatura: bool = True,
     ) -> None:
-        self._urls = frozenset(normalize_url(u) for u in urls if is_url(u))
-        self._hosts = frozenset((urlsplit(u).hostname or "") for u in self._urls)
+        # Parsed on first use: a fleet builds every session's hands up front, most before any fetch.
+        self._raw_urls = tuple(urls)
+        self._parsed: tuple[frozenset[str], frozenset[str]] | None = None
         self.policy = policy or EgressPolicy()
         self._client = client
         self._own_client = client is None
         self._use_trafilatura = use_trafilatura
         self.requests = 0
+
+    @property
+    def _urls(self) -> frozenset[str]:
+        return self._scope()[0]
+
+    @property
+    def _hosts(self) -> frozenset[str]:
+        return self._scope()[1]
+
+    def _scope(self) -> tuple[frozenset[str], frozenset[str]]:
+        if self._parsed is None:
+            urls = frozenset(normalize_url(u) for u in self._raw_urls if is_url(u))
+            self._parsed = (urls, frozenset((urlsplit(u).hostname or "") for u in urls))
+        return self._parsed
 
     @property
     def urls(self) -> Sequence[str]:
