@@ -89,7 +89,8 @@ async def run_ours(url: str, src: Path, sessions: int, workdir: Path) -> tuple[F
         report = await engine.aggregate(run_id, options)
     t2, c2 = time.perf_counter(), time.process_time()
     assert report.status == "completed", report.summary
-    calls = int(report.summary["llm_calls"])
+    # the agents' calls (the fleet phase); verifier calls come after it, in the aggregation
+    calls = int(report.summary["llm_calls"]) - int(report.summary.get("verification", {}).get("calls", 0))
     return Figures(calls, t1 - t0, c1 - c0), Figures(calls, t2 - t0, c2 - c0)
 
 
@@ -161,8 +162,10 @@ def main() -> None:
             config = SimConfig(latency=LogNormalLatency(median=args.median, sigma=args.sigma), seed=11)
             # The ideal uses the median; calls cost their mean, exp(sigma^2 / 2) × the median.
             mean_latency = args.median * math.exp(args.sigma**2 / 2)
+            # A fresh server (same seed) per contender: both draw the same sequence of latencies.
             with sim_provider_process(config) as url:
                 naive1 = asyncio.run(run_naive(url, src, args.sessions))
+            with sim_provider_process(config) as url:
                 ours1, whole1 = asyncio.run(run_ours(url, src, args.sessions, workdir))
             ideal = ours1.calls / CAP * args.median
             out["latency"] = {
