@@ -36,6 +36,7 @@ from agent_fleet.errors import ConfigError
 
 __all__ = [
     "TIERS",
+    "AutoscaleSettings",
     "BudgetsConfig",
     "FleetConfig",
     "DispatchConfig",
@@ -139,6 +140,25 @@ class HandsConfig(_Strict):
         return value
 
 
+class AutoscaleSettings(_Strict):
+    """The worker pool grows with the queue (and latency) and shrinks after a lull, within limits."""
+
+    min_workers: int = Field(default=2, ge=0)
+    max_workers: int = Field(default=64, ge=1)
+    warm: int = Field(default=2, ge=0)  # idle workers kept ready above the demand
+    target_load: int = Field(default=1, ge=1)  # sessions per worker
+    latency_slo_s: float | None = Field(default=None, gt=0)
+    step_up: int = Field(default=4, ge=1)
+    step_down: int = Field(default=4, ge=1)
+    down_cooldown_s: float = Field(default=60.0, ge=0)
+
+    @model_validator(mode="after")
+    def _limits(self) -> AutoscaleSettings:
+        if self.min_workers > self.max_workers:
+            raise ValueError("min_workers must not exceed max_workers")
+        return self
+
+
 class DispatchConfig(_Strict):
     """The worker pool: how many execution slots, when a worker counts as hung, its breaker."""
 
@@ -148,6 +168,7 @@ class DispatchConfig(_Strict):
     trip_after: int = Field(default=3, ge=1)  # consecutive failures that take a worker out
     breaker_cooldown_s: float = Field(default=30.0, gt=0)  # before the half-open probe
     max_reassignments: int = Field(default=10, ge=1)  # worker losses a session survives
+    autoscale: AutoscaleSettings | None = None  # without it: a fixed pool (`workers`)
 
 
 class VerificationConfigModel(_Strict):

@@ -31,6 +31,7 @@ from typing import Any
 
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.config import FleetConfig, load_config
+from agent_fleet.dispatch.autoscale import AutoscaleConfig, Autoscaler
 from agent_fleet.dispatch.cli_session import CallRecorder, CliSessions
 from agent_fleet.dispatch.health import HealthConfig
 from agent_fleet.dispatch.pool import WorkerPool, WorkerSpec
@@ -236,6 +237,8 @@ class Workforce:
         )
         pool = WorkerPool(self.clock, health=health)
         n = d.workers or sessions + max(2, math.ceil(sessions / 10))
+        if d.autoscale is not None:  # start warm; the autoscaler grows it from the queue
+            n = max(d.autoscale.min_workers, d.autoscale.warm)
         for i in range(n):
             pool.register(WorkerSpec(worker_id=f"w{i:05d}"))
         self.pools.append(pool)
@@ -246,6 +249,21 @@ class Workforce:
         d = self.config.dispatch
         options = replace(options, check_interval=d.check_interval_s, max_reassignments=d.max_reassignments)
         parts: dict[str, Any] = {"pool": self.pool(sessions), "interpose": self._interpose}
+        if d.autoscale is not None:
+            a = d.autoscale
+            parts["autoscaler"] = Autoscaler(
+                self.clock,
+                AutoscaleConfig(
+                    min_workers=a.min_workers,
+                    max_workers=a.max_workers,
+                    warm=a.warm,
+                    target_load=a.target_load,
+                    latency_slo=a.latency_slo_s,
+                    step_up=a.step_up,
+                    step_down=a.step_down,
+                    down_cooldown=a.down_cooldown_s,
+                ),
+            )
         if self._cli is not None:
             if self.sandboxes is None:  # pragma: no cover - open() always builds one for CLI runs
                 raise ConfigError("CLI agents need a sandbox provider")

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from agent_fleet.brain.harness import Harness, Outcome, SessionOutcome
 from agent_fleet.brain.step import Limits
 from agent_fleet.clock import Clock, RealClock
+from agent_fleet.dispatch.autoscale import Autoscaler
 from agent_fleet.dispatch.health import HealthConfig
 from agent_fleet.dispatch.pool import Lease, Reassignment, WorkerPool, WorkerSpec
 from agent_fleet.dispatch.slots import SessionSlots
@@ -173,6 +174,7 @@ class Dispatcher:
         pool: WorkerPool | None = None,
         body: SessionBody | None = None,
         interpose: Interposer | None = None,
+        autoscaler: Autoscaler | None = None,
     ) -> None:
         self._log = log
         self._gateway = gateway
@@ -181,8 +183,10 @@ class Dispatcher:
         self._clock = clock or RealClock()
         self._opts = options or DispatchOptions()
         # Without a pool of its own choosing, one local worker per session: the pool never limits.
-        self._grow = pool is None
+        self._grow = pool is None and autoscaler is None
         self.pool = pool or WorkerPool(self._clock, health=HealthConfig(hung_after=600.0))
+        self._autoscaler = autoscaler
+        self._scaled = 0  # workers the autoscaler started, for their ids
         self._body: SessionBody = body or self._run_harness
         self._interpose = interpose
         self._live: dict[str, _Live] = {}
@@ -260,6 +264,26 @@ class Dispatcher:
         while True:
             await self._clock.sleep(self._opts.check_interval)
             self.check()
+            self.scale()
+
+    def scale(self) -> int:
+        """One autoscaling decision: start workers for the queue, stop idle ones after a lull.
+        Returns the change in the number of workers."""
+        if self._autoscaler is None:
+            return 0
+        workers = self.pool.workers()
+        busy = sum(1 for w in workers if self.pool.load(w))
+        want = self._autoscaler.desired(current=len(workers), busy=busy, queued=self.stats.waiting_for_worker)
+        change = want - len(workers)
+        for _ in range(max(0, change)):
+            self.pool.register(WorkerSpec(worker_id=f"auto-{self._scaled:05d}"))
+            self._scaled += 1
+        if change > 0:
+            self._serve_waiters()
+        idle = [w for w in workers if not self.pool.load(w)]
+        for w in idle[: max(0, -change)]:
+            self.pool.deregister(w)  # idle: nothing to move
+        return change
 
     async def _drive(self, sid: str, partition: Partition, outcomes: dict[str, SessionOutcome]) -> None:
         tally = _Tally()

@@ -312,3 +312,46 @@ def test_the_idle_index_picks_what_a_full_scan_picks() -> None:
             clock.advance(rng.random() * 3)
             for w in pool.workers():
                 pool.heartbeat(w)
+
+
+async def test_the_pool_grows_with_the_queue_and_shrinks_after_a_lull(log: SessionLog) -> None:
+    from agent_fleet.dispatch.autoscale import AutoscaleConfig, Autoscaler
+
+    clock = VirtualClock()
+    gw = Scripted(clock)
+    pool = make_pool(clock, ["w0", "w1"])  # the warm pool
+    config = AutoscaleConfig(min_workers=2, max_workers=6, warm=0, step_up=8, step_down=2, down_cooldown=30.0)
+    d = dispatcher(log, gw, clock, pool, autoscaler=Autoscaler(clock, config))
+    todo = await sessions(log, 10)
+    for sid, _ in todo:
+        gw.hold[sid] = asyncio.Event()
+    run = asyncio.create_task(d.run(todo))
+    await until(lambda: len(gw.calls) == 2 and d.stats.waiting_for_worker == 8)
+    # one monitor round at t=1: demand is 10 sessions, capped at 6 workers — four more start now
+    clock.advance(1.0)
+    await until(lambda: len(pool.workers()) == 6 and len(gw.calls) == 6)
+    assert d.stats.waiting_for_worker == 4
+    for sid, _ in todo:
+        gw.hold[sid].set()
+    outcomes = await run
+    assert len(outcomes) == 10 and all(o.outcome is Outcome.COMPLETED for o in outcomes.values())
+    # idle: the pool keeps its size through the cooldown, then steps down by 2 per decision to the minimum
+    assert d.scale() == 0 and len(pool.workers()) == 6
+    clock.advance(30.0)
+    assert d.scale() == -2 and len(pool.workers()) == 4
+    assert d.scale() == 0  # the next step down waits another cooldown
+    clock.advance(30.0)
+    assert d.scale() == -2 and len(pool.workers()) == 2
+    clock.advance(30.0)
+    assert d.scale() == 0 and len(pool.workers()) == 2  # never below min_workers
+
+
+def test_autoscale_settings_from_fleet_yaml() -> None:
+    from agent_fleet.config import parse_config
+    from agent_fleet.errors import ConfigError
+
+    cfg = parse_config({"dispatch": {"autoscale": {"min_workers": 4, "max_workers": 40, "warm": 3}}})
+    assert cfg.dispatch.autoscale is not None and cfg.dispatch.autoscale.max_workers == 40
+    assert parse_config({}).dispatch.autoscale is None  # a fixed pool unless asked
+    with pytest.raises(ConfigError, match="min_workers"):
+        parse_config({"dispatch": {"autoscale": {"min_workers": 9, "max_workers": 3}}})
