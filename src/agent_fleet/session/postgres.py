@@ -33,7 +33,7 @@ import asyncio
 import collections
 import enum
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -45,14 +45,13 @@ from agent_fleet.session._codec import (
     AppendRequest,
     SnapshotRequest,
     assign,
-    check_append,
     decode_data,
-    encode_data,
     plan_batch,
     record_from_row,
     redact_url,
     resolve_futures,
 )
+from agent_fleet.session._writes import QueuedWrites
 from agent_fleet.session.port import WakeState
 
 __all__ = ["PostgresSessionLog"]
@@ -68,7 +67,7 @@ class _Lifecycle(enum.Enum):
     CLOSED = "closed"
 
 
-class PostgresSessionLog:
+class PostgresSessionLog(QueuedWrites):
     """:class:`~agent_fleet.session.port.SessionLog` on PostgreSQL; tables live in ``schema`` if given."""
 
     def __init__(
@@ -167,34 +166,8 @@ class PostgresSessionLog:
 
     # -- writes --------------------------------------------------------------------------------
 
-    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
-        check_append(session_id, type)
-        value, text = encode_data(data)
-        events = await self._submit(AppendRequest(session_id, ((type, value, text),), self._new_future()))
-        return events[0]
-
-    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
-        check_append(session_id, "event")
-        items = []
-        for type_, data in events:
-            check_append(session_id, type_)
-            value, text = encode_data(data)
-            items.append((type_, value, text))
-        if not items:
-            return []
-        return await self._submit(AppendRequest(session_id, items, self._new_future()))
-
-    async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
-        check_append(key, "snapshot")
-        _, text = encode_data(data)
-        request = SnapshotRequest(key, text, self._new_future())
-        self._ensure_open()
-        self._snapshots.append(request)
+    def _wake_writer(self) -> None:
         self._wake.set()
-        await request.future
-
-    def _new_future(self) -> asyncio.Future[list[Event]]:
-        return asyncio.get_running_loop().create_future()
 
     def _submit(self, request: AppendRequest) -> asyncio.Future[list[Event]]:
         self._ensure_open()

@@ -38,7 +38,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,13 +48,12 @@ from agent_fleet.session._codec import (
     AppendRequest,
     SnapshotRequest,
     assign,
-    check_append,
     decode_data,
-    encode_data,
     plan_batch,
     record_from_row,
     resolve_futures,
 )
+from agent_fleet.session._writes import QueuedWrites
 from agent_fleet.session.port import WakeState
 
 __all__ = ["SqliteSessionLog"]
@@ -131,7 +130,7 @@ class _Lifecycle(enum.Enum):
 _SYNC_MODES = {"normal": "NORMAL", "full": "FULL"}
 
 
-class SqliteSessionLog:
+class SqliteSessionLog(QueuedWrites):
     """:class:`~agent_fleet.session.port.SessionLog` on one SQLite file (created with its parent dirs)."""
 
     def __init__(
@@ -216,34 +215,8 @@ class SqliteSessionLog:
 
     # -- writes --------------------------------------------------------------------------------
 
-    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
-        check_append(session_id, type)
-        value, text = encode_data(data)
-        events = await self._submit(AppendRequest(session_id, ((type, value, text),), self._new_future()))
-        return events[0]
-
-    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
-        check_append(session_id, "event")
-        items = []
-        for type_, data in events:
-            check_append(session_id, type_)
-            value, text = encode_data(data)
-            items.append((type_, value, text))
-        if not items:
-            return []
-        return await self._submit(AppendRequest(session_id, items, self._new_future()))
-
-    async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
-        check_append(key, "snapshot")
-        _, text = encode_data(data)
-        request = SnapshotRequest(key, text, self._new_future())
-        self._ensure_open()
-        self._snapshots.append(request)
+    def _wake_writer(self) -> None:
         self._wake.set()
-        await request.future
-
-    def _new_future(self) -> asyncio.Future[list[Event]]:
-        return asyncio.get_running_loop().create_future()
 
     def _submit(self, request: AppendRequest) -> asyncio.Future[list[Event]]:
         self._ensure_open()

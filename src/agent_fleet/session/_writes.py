@@ -1,0 +1,59 @@
+"""The write side both session-log backends share: callers queue appends and snapshots, a writer
+commits them in batches (group commit) and resolves each caller's future once it is durable."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agent_fleet.domain.events import Event
+from agent_fleet.session._codec import AppendRequest, SnapshotRequest, check_append, encode_data
+
+__all__ = ["QueuedWrites"]
+
+
+class QueuedWrites(ABC):
+    """``emit_event``/``emit_events``/``put_snapshot`` over a writer the subclass runs."""
+
+    _snapshots: collections.deque[SnapshotRequest]
+
+    @abstractmethod
+    def _ensure_open(self) -> None: ...
+
+    @abstractmethod
+    def _submit(self, request: AppendRequest) -> asyncio.Future[list[Event]]: ...
+
+    @abstractmethod
+    def _wake_writer(self) -> None: ...
+
+    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
+        check_append(session_id, type)
+        value, text = encode_data(data)
+        events = await self._submit(AppendRequest(session_id, ((type, value, text),), self._new_future()))
+        return events[0]
+
+    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
+        check_append(session_id, "event")
+        items = []
+        for type_, data in events:
+            check_append(session_id, type_)
+            value, text = encode_data(data)
+            items.append((type_, value, text))
+        if not items:
+            return []
+        return await self._submit(AppendRequest(session_id, items, self._new_future()))
+
+    async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
+        check_append(key, "snapshot")
+        _, text = encode_data(data)
+        request = SnapshotRequest(key, text, self._new_future())
+        self._ensure_open()
+        self._snapshots.append(request)
+        self._wake_writer()
+        await request.future
+
+    def _new_future(self) -> asyncio.Future[list[Event]]:
+        return asyncio.get_running_loop().create_future()
