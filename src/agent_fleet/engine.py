@@ -288,7 +288,7 @@ class Engine:
         self._live.dispatcher = dispatcher
         watcher = RunTicker(self, run_id, slots)
         await watcher.apply_recorded()
-        live = self._dedup.get(run_id) or LiveDedup(self._aggregator(run_id, options))
+        live = self._dedup.get(run_id) or LiveDedup(self._aggregator(run_id, options), clock=self.clock)
         self._dedup[run_id] = live
         live.feed([ResultItem.from_dict(e.data) for e in await self.log.events_of_run(run_id, [EventType.RESULT_ITEM])])
         watcher.live = live
