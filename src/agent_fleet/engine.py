@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -31,6 +31,7 @@ from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.aggregate import Aggregator, band_check, choose_embedder, classify_task, write_outputs
 from agent_fleet.brain.step import Limits
 from agent_fleet.clock import Clock, RealClock
+from agent_fleet.collector import tuned_collector
 from agent_fleet.config import load_config
 from agent_fleet.decompose import decompose
 from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions, DispatchStats
@@ -228,15 +229,19 @@ class Engine:
         await self._create_sessions(run_id, plan, options)
         return run_id
 
-    async def _create_sessions(self, run_id: str, plan: Plan, options: RunOptions) -> None:
-        existing = {r.session_id for r in await self.log.list_sessions(run_id)}
+    async def _create_sessions(
+        self, run_id: str, plan: Plan, options: RunOptions, existing: Collection[str] | None = None
+    ) -> None:
+        if existing is None:
+            existing = {r.session_id for r in await self.log.list_sessions(run_id)}
+        missing = [p for p in plan.partitions if session_id_for(run_id, p.index) not in existing]
+        if not missing:
+            return
 
         router = self.gateway.router
 
         async def create(p: Partition) -> None:
             sid = session_id_for(run_id, p.index)
-            if sid in existing:
-                return
             model = options.model
             route = None
             if router is not None:  # fleet.yaml tiers: the partition's difficulty picks the model
@@ -258,20 +263,21 @@ class Engine:
             await self.log.emit_events(sid, events)
 
         async with asyncio.TaskGroup() as tg:
-            for p in plan.partitions:
+            for p in missing:
                 tg.create_task(create(p))
 
     # -- phase 2: dispatch ----------------------------------------------------------------------
     async def dispatch(self, run_id: str, plan: Plan, options: RunOptions) -> DispatchStats:
         """Run every session that has not ended; apply budget raises while it runs."""
-        await self._create_sessions(run_id, plan, options)
         records = {r.session_id: r for r in await self.log.list_sessions(run_id)}
+        await self._create_sessions(run_id, plan, options, existing=records)
         by_sid = {session_id_for(run_id, p.index): p for p in plan.partitions}
         todo = [(sid, p) for sid, p in by_sid.items() if sid not in records or not records[sid].state.terminal]
         root = plan.input_path if plan.kind is InputKind.DIRECTORY else None
         slots = self._slots_for(options)
         base = DispatchOptions(
             session_timeout=options.timeout,
+            start_ahead=max(16, 2 * options.max_concurrency),  # enough to fill every gateway slot twice
             max_attempts=options.max_attempts,
             limits=_limits(options),
         )
@@ -586,15 +592,19 @@ async def open_engine(
         log=log, gateway=gateway, clock=clock, slots_for=(lambda _o: slots) if slots else None, workforce=workforce
     )
     try:
-        yield engine
+        with tuned_collector():
+            yield engine
     finally:
         await engine.shutdown()
 
 
 async def check_provider(base_url: str, *, timeout: float = 5.0) -> None:
     """Raise ProviderUnreachable unless something answers HTTP at ``base_url`` (no credential sent)."""
+    # A plain-HTTP provider (a local proxy, the simulator) needs no TLS context: building one
+    # loads the system's CA bundle, most of the cost of this check.
+    plain = urlsplit(base_url).scheme == "http"
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
+        async with httpx.AsyncClient(timeout=timeout, verify=not plain) as client:
             await client.get(base_url.rstrip("/") + "/models")
     except httpx.HTTPError:
         host = urlsplit(base_url).netloc or base_url

@@ -47,6 +47,7 @@ from agent_fleet.dispatch.autoscale import Autoscaler
 from agent_fleet.dispatch.health import HealthConfig
 from agent_fleet.dispatch.pool import Lease, Reassignment, WorkerPool, WorkerSpec
 from agent_fleet.dispatch.slots import SessionSlots
+from agent_fleet.dispatch.starts import StartGate
 from agent_fleet.dispatch.watch import Progress, WatchedGateway, WatchedHands, WatchedLog
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.plan import Partition
@@ -88,6 +89,8 @@ class DispatchOptions:
     max_reassignments: int = 10  # attempts lost to worker faults (crash, hang)
     retry_backoff: float = 1.0  # seconds × failures so far, before a provider/agent retry
     check_interval: float = 1.0  # seconds between health rounds (heartbeats, hung, at-risk)
+    # sessions of the built-in harness starting at once, from waking to their first model call (starts.py)
+    start_ahead: int = 64
     limits: Limits = field(default_factory=Limits)
 
 
@@ -161,6 +164,10 @@ class _Preempted(FleetError):
 _PREEMPTED = _End(kind="preempted")
 
 
+def _stay() -> None:
+    return None
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -188,6 +195,8 @@ class Dispatcher:
         self._autoscaler = autoscaler
         self._scaled = 0  # workers the autoscaler started, for their ids
         self._body: SessionBody = body or self._run_harness
+        # CLI agents call the gateway service, not this gateway: their first call is not seen here
+        self._starts = StartGate(self._opts.start_ahead) if body is None else None
         self._interpose = interpose
         self._live: dict[str, _Live] = {}
         self._waiters: deque[tuple[str, asyncio.Future[Lease]]] = deque()
@@ -319,8 +328,15 @@ class Dispatcher:
                     live.lease = await self._take_lease(sid, live)
                 except _Preempted:
                     return await self._preempted(sid, live)
+            leave = await self._starts.enter() if self._starts is not None else _stay
+            if live.preempt_reason is not None:
+                leave()
+                continue
             tally.number += 1
-            end = await self._attempt(sid, partition, tally.number, live)
+            try:
+                end = await self._attempt(sid, partition, tally.number, live, leave)
+            finally:
+                leave()
             if end.outcome is not None:
                 return end
             if end.kind == "preempted":
@@ -390,13 +406,15 @@ class Dispatcher:
             self._waiters.popleft()
             fut.set_result(lease)
 
-    async def _attempt(self, sid: str, partition: Partition, number: int, live: _Live) -> _End:
+    async def _attempt(
+        self, sid: str, partition: Partition, number: int, live: _Live, first_call: Callable[[], None]
+    ) -> _End:
         lease = live.lease
         assert lease is not None
         progress = Progress()
         watched = WatchedLog(self._log, progress)
         att_log: SessionLog = watched
-        att_gateway: ModelGateway = WatchedGateway(self._gateway, progress, self._restored)
+        att_gateway: ModelGateway = WatchedGateway(self._gateway, progress, self._restored, on_call=first_call)
         if self._interpose is not None:
             att_log, att_gateway = self._interpose(lease, att_log, att_gateway)
         attempt = Attempt(sid, partition, number, lease, att_log, att_gateway, progress)

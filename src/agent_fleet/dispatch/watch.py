@@ -20,7 +20,7 @@ attempt is neither writing to the log nor inside a model or tool call — stuck 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
@@ -99,12 +99,23 @@ class WatchedLog(ForwardingLog):
 class WatchedGateway:
     """The gateway as one attempt sees it."""
 
-    def __init__(self, inner: ModelGateway, progress: Progress, restored: set[str]) -> None:
+    def __init__(
+        self,
+        inner: ModelGateway,
+        progress: Progress,
+        restored: set[str],
+        *,
+        on_call: Callable[[], None] | None = None,
+    ) -> None:
         self._inner = inner
         self._progress = progress
         self._restored = restored  # shared by every attempt of one dispatcher
+        self._on_call = on_call  # told once, as the attempt's first model call begins
 
     async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
+        if self._on_call is not None:
+            on_call, self._on_call = self._on_call, None
+            on_call()
         with self._progress.bounded_wait():
             return await self._inner.complete(session_id, request)
 

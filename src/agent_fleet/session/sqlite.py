@@ -107,6 +107,7 @@ _PUT_SNAPSHOT = (
     "INSERT INTO fleet_snapshots (key, data, updated_at) VALUES (?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
 )
+_IN_CHUNK = 500  # session ids per IN (...) list, well under SQLite's bound-parameter limit
 _SELECT_SESSION = f"SELECT {_SESSION_COLUMNS} FROM {_SESSIONS} WHERE s.session_id = ?"
 _SELECT_EVENTS = (
     "SELECT session_id, seq, type, time, data FROM fleet_events WHERE session_id = ? AND seq > ? ORDER BY seq"
@@ -162,6 +163,11 @@ class SqliteSessionLog(QueuedWrites):
         # The read connection serves one query at a time, from worker threads.
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
+        # Wakes asked for together are read together: one thread hop and one snapshot for a burst
+        # (a run starting a thousand sessions at once), one read in flight at a time.
+        self._wake_waiters: dict[str, list[asyncio.Future[WakeState | None]]] = {}
+        self._wake_reading = False
+        self._wake_reads: set[asyncio.Future[dict[str, WakeState]]] = set()
 
     def __repr__(self) -> str:
         return f"SqliteSessionLog(path={str(self.path)!r}, sync={self.sync!r}, state={self._state.value})"
@@ -431,21 +437,44 @@ class SqliteSessionLog(QueuedWrites):
         return await self._read(work)
 
     async def wake(self, session_id: str) -> WakeState:
-        def work(conn: sqlite3.Connection) -> WakeState | None:
-            # One read transaction, so the record and the history are the same snapshot.
-            conn.execute("BEGIN")
-            try:
-                row = conn.execute(_SELECT_SESSION, (session_id,)).fetchone()
-                if row is None:
-                    return None
-                return WakeState(_record(row), tuple(_events(conn.execute(_SELECT_EVENTS, (session_id, 0)))))
-            finally:
-                conn.execute("COMMIT")
-
-        state = await self._read(work)
+        self._ensure_open()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[WakeState | None] = loop.create_future()
+        self._wake_waiters.setdefault(session_id, []).append(fut)
+        if not self._wake_reading:
+            self._wake_reading = True
+            loop.call_soon(self._read_wakes)  # after this turn's callbacks: the wakes they ask for join
+        state = await fut
         if state is None:
             raise SessionNotFound(f"no session {session_id!r} in the session store")
         return state
+
+    def _read_wakes(self) -> None:
+        batch, self._wake_waiters = self._wake_waiters, {}
+        if not batch:
+            self._wake_reading = False
+            return
+        ids = list(batch)
+        read = asyncio.ensure_future(self._read(lambda conn: _wake_many(conn, ids)))
+        self._wake_reads.add(read)
+
+        def answer(done: asyncio.Future[dict[str, WakeState]]) -> None:
+            self._wake_reads.discard(done)
+            failure = None if done.cancelled() else done.exception()
+            states = done.result() if failure is None and not done.cancelled() else {}
+            for sid, waiters in batch.items():
+                for waiter in waiters:
+                    if waiter.done():
+                        continue
+                    if done.cancelled():
+                        waiter.cancel()
+                    elif failure is not None:
+                        waiter.set_exception(_copy_error(failure))
+                    else:
+                        waiter.set_result(states.get(sid))
+            self._read_wakes()  # what was asked for meanwhile, if anything
+
+        read.add_done_callback(answer)
 
     async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
         sql = (
@@ -492,6 +521,39 @@ def _record(row: Any) -> SessionRecord:
 
 def _events(rows: Any) -> list[Event]:
     return [Event(sid, seq, type_, time_, decode_data(data)) for sid, seq, type_, time_, data in rows]
+
+
+def _wake_many(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, WakeState]:
+    """Records and histories of many sessions in one read transaction (one snapshot)."""
+    out: dict[str, WakeState] = {}
+    conn.execute("BEGIN")
+    try:
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = list(ids[start : start + _IN_CHUNK])
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT {_SESSION_COLUMNS} FROM {_SESSIONS} WHERE s.session_id IN ({marks})"
+            records = [_record(row) for row in conn.execute(sql, chunk)]
+            history: dict[str, list[Event]] = {}
+            rows = conn.execute(
+                "SELECT session_id, seq, type, time, data FROM fleet_events "
+                f"WHERE session_id IN ({marks}) ORDER BY session_id, seq",
+                chunk,
+            )
+            for ev in _events(rows):
+                history.setdefault(ev.session_id, []).append(ev)
+            for rec in records:
+                out[rec.session_id] = WakeState(rec, tuple(history.get(rec.session_id, ())))
+    finally:
+        conn.execute("COMMIT")
+    return out
+
+
+def _copy_error(exc: BaseException) -> BaseException:
+    """One failure told to many waiters: each gets its own exception object."""
+    try:
+        return type(exc)(*exc.args)
+    except Exception:
+        return exc
 
 
 def _request_specific(exc: BaseException) -> bool:

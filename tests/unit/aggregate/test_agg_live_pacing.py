@@ -17,7 +17,13 @@ from agent_fleet.observe.live_dedup import DedupPacing, LiveDedup
 
 
 def item(n: int) -> ResultItem:
-    return ResultItem(id=f"r{n:04d}", partition_id="p00001", session_id="run.s00001", title=f"finding {n}", body=f"body of finding {n}")
+    return ResultItem(
+        id=f"r{n:04d}",
+        partition_id="p00001",
+        session_id="run.s00001",
+        title=f"finding {n}",
+        body=f"body of finding {n}",
+    )
 
 
 def test_rest_is_proportional_to_the_batch_and_the_share() -> None:

@@ -355,3 +355,42 @@ def test_autoscale_settings_from_fleet_yaml() -> None:
     assert parse_config({}).dispatch.autoscale is None  # a fixed pool unless asked
     with pytest.raises(ConfigError, match="min_workers"):
         parse_config({"dispatch": {"autoscale": {"min_workers": 9, "max_workers": 3}}})
+
+
+class Counting(Scripted):
+    """Counts sessions between waking (``session_started`` is their first write) and their first call."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__(clock)
+        self.starting: set[str] = set()
+        self.most_starting = 0
+        self.first_call_seen: set[str] = set()
+
+    async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
+        if session_id not in self.first_call_seen:
+            self.first_call_seen.add(session_id)
+            self.starting.discard(session_id)
+        await asyncio.sleep(0.001)  # the call is in flight for a moment: other sessions start meanwhile
+        return await super().complete(session_id, request)
+
+    def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
+        self.starting.add(session_id)  # the harness restores spend right after waking
+        self.most_starting = max(self.most_starting, len(self.starting))
+
+
+async def test_no_more_than_start_ahead_sessions_are_starting_at_once(log: SessionLog) -> None:
+    clock = VirtualClock()
+    gw = Counting(clock)
+    d = Dispatcher(
+        log=log,
+        gateway=gw,
+        hands_for=lambda _p: NoTools(),
+        slots=LocalSlots(100),
+        clock=clock,
+        options=DispatchOptions(start_ahead=4),
+    )
+    work = await sessions(log, 40)
+    outcomes = await d.run(work)
+    assert all(o.outcome is Outcome.COMPLETED for o in outcomes.values()) and len(outcomes) == 40
+    assert gw.most_starting == 4  # all 40 admitted at once, never more than 4 starting
+    assert len(gw.first_call_seen) == 40

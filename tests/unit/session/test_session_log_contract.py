@@ -6,12 +6,15 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent_fleet.domain.events import Event, EventType, SessionState
 from agent_fleet.errors import SessionNotFound, StoreError
 from agent_fleet.session import SessionLog
+from agent_fleet.session.sqlite import SqliteSessionLog
 
 OpenLog = Callable[[], Awaitable[SessionLog]]
 
@@ -176,6 +179,21 @@ async def test_wake_returns_the_record_and_the_whole_history(log: SessionLog) ->
         await log.wake("nope")
 
 
+async def test_many_sessions_woken_at_once_each_get_their_own_history(log: SessionLog) -> None:
+    sids = [f"run-1.s{i:05d}" for i in range(700)]  # more than one IN (...) list on SQLite
+    for i, sid in enumerate(sids):
+        await log.emit_events(sid, [(EventType.SESSION_CREATED, {"run_id": "run-1", "i": i})] * (1 + i % 3))
+    asked = [*sids, "run-1.missing", sids[5]]  # a missing one, and one asked for twice
+    states = await asyncio.gather(*(log.wake(sid) for sid in asked), return_exceptions=True)
+    for i, (sid, state) in enumerate(zip(sids, states[:700], strict=True)):
+        assert not isinstance(state, BaseException)
+        assert state.session.session_id == sid
+        assert [e.data["i"] for e in state.events] == [i] * (1 + i % 3)
+        assert [e.seq for e in state.events] == list(range(1, 2 + i % 3))
+    assert isinstance(states[700], SessionNotFound)
+    assert states[701] == states[5]
+
+
 async def test_list_runs_newest_first(log: SessionLog) -> None:
     for i in range(5):
         await log.emit_event(f"run-{i}", EventType.RUN_CREATED, {"task": f"t{i}"})
@@ -300,3 +318,26 @@ async def test_close_acknowledges_everything_queued_before_it(log: SessionLog) -
 async def test_open_is_idempotent(log: SessionLog) -> None:
     await log.open()
     assert (await log.emit_event("s", "x")).seq == 1
+
+
+async def test_sqlite_reads_a_burst_of_wakes_in_one_go(tmp_path: Path) -> None:
+    log = SqliteSessionLog(tmp_path / "w.db")
+    await log.open()
+    try:
+        sids = [f"run-2.s{i:05d}" for i in range(50)]
+        for sid in sids:
+            await log.emit_event(sid, EventType.SESSION_CREATED, {"run_id": "run-2"})
+        reads = 0
+        real = log._read
+
+        async def counted(work: Any) -> Any:
+            nonlocal reads
+            reads += 1
+            return await real(work)
+
+        log._read = counted  # type: ignore[method-assign]
+        states = await asyncio.gather(*(log.wake(sid) for sid in sids))
+        assert [s.session.session_id for s in states] == sids
+        assert reads == 1  # fifty wakes asked for in one turn: one thread hop, one snapshot
+    finally:
+        await log.close()
