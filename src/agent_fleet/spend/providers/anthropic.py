@@ -16,13 +16,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ConfigError, Overloaded
-from agent_fleet.spend.providers._fast import JsonPoster
-from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, post
+from agent_fleet.spend.providers._base import HttpProvider
+from agent_fleet.spend.providers._wire import SignalSink
 
 __all__ = [
     "AnthropicProvider",
@@ -244,8 +242,10 @@ def to_anthropic_response(response: ChatResponse, *, message_id: str) -> dict[st
     }
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """An Anthropic-compatible ``/messages`` endpoint (Anthropic serves no embeddings)."""
+
+    raw_path = "messages"
 
     kind = "anthropic"
     max_embedding_batch = 0  # no embeddings endpoint: the gateway refuses before reserving anything
@@ -261,30 +261,22 @@ class AnthropicProvider:
         name: str = "anthropic",
         on_signals: SignalSink | None = None,
     ) -> None:
-        self.name = name
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.host = host_of(self.base_url)
-        self.on_signals = on_signals
-        self._key = api_key
         headers = {"x-api-key": api_key, "anthropic-version": API_VERSION, "content-type": "application/json"}
-        self._client = make_client(
-            base_url=self.base_url, headers=headers, timeout=timeout, max_connections=max_connections
+        super().__init__(
+            name=name,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            headers=headers,
+            timeout=timeout,
+            max_connections=max_connections,
+            on_signals=on_signals,
         )
-        self._poster = JsonPoster(
-            base_url=self.base_url, headers=headers, timeout=timeout, max_connections=max_connections
-        )
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        return self._client
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
         payload = json.dumps(anthropic_body(request, model)).encode()
-        body = await self._poster.post(
-            "messages", payload, host=self.host, model=model, secret=self._key, on_signals=self.on_signals
-        )
+        body = await self._post_json(self.raw_path, payload, model)
         try:
             data = json.loads(body)
         except ValueError:
@@ -299,23 +291,3 @@ class AnthropicProvider:
             "model in fleet.yaml (a models: entry with provider openai or an OpenAI-compatible URL, "
             "e.g. model text-embedding-3-small)"
         )
-
-    async def send_raw(self, payload: bytes, *, model: str, stream: bool = False) -> httpx.Response:
-        """POST an already-encoded Messages body (the gateway service's pass-through)."""
-        return await post(
-            self._client,
-            "messages",
-            payload,
-            host=self.host,
-            model=model,
-            secret=self._key,
-            on_signals=self.on_signals,
-            stream=stream,
-        )
-
-    async def aclose(self) -> None:
-        await self._poster.aclose()
-        await self._client.aclose()
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(name={self.name!r}, base_url={self.base_url!r}, model={self.model!r})"

@@ -12,13 +12,11 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSpec
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import Overloaded
-from agent_fleet.spend.providers._fast import JsonPoster
-from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, post
+from agent_fleet.spend.providers._base import HttpProvider
+from agent_fleet.spend.providers._wire import SignalSink
 
 __all__ = [
     "MAX_EMBEDDING_BATCH",
@@ -147,8 +145,10 @@ def parse_embeddings(body: bytes, count: int, *, host: str) -> tuple[list[list[f
     return vectors, Usage(input_tokens=int((data.get("usage") or {}).get("prompt_tokens") or 0))
 
 
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """An OpenAI-compatible ``/chat/completions`` (and ``/embeddings``) endpoint."""
+
+    raw_path = "chat/completions"
 
     kind = "openai"
     max_embedding_batch = MAX_EMBEDDING_BATCH
@@ -164,32 +164,24 @@ class OpenAIProvider:
         name: str = "openai",
         on_signals: SignalSink | None = None,
     ) -> None:
-        self.name = name
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.host = host_of(self.base_url)
-        self.on_signals = on_signals
-        self._key = api_key
+        headers = {"authorization": f"Bearer {api_key}", "content-type": "application/json"}
+        super().__init__(
+            name=name,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            headers=headers,
+            timeout=timeout,
+            max_connections=max_connections,
+            on_signals=on_signals,
+        )
         # The official API rejects max_tokens for reasoning models; compatible servers may not know the new name.
         self._max_field = "max_completion_tokens" if self.host == "api.openai.com" else "max_tokens"
-        headers = {"authorization": f"Bearer {api_key}", "content-type": "application/json"}
-        self._client = make_client(
-            base_url=self.base_url, headers=headers, timeout=timeout, max_connections=max_connections
-        )
-        self._poster = JsonPoster(
-            base_url=self.base_url, headers=headers, timeout=timeout, max_connections=max_connections
-        )
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        return self._client
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
         payload = json.dumps(openai_body(request, model, max_tokens_field=self._max_field)).encode()
-        body = await self._poster.post(
-            "chat/completions", payload, host=self.host, model=model, secret=self._key, on_signals=self.on_signals
-        )
+        body = await self._post_json(self.raw_path, payload, model)
         try:
             data = json.loads(body)
         except ValueError:
@@ -207,30 +199,8 @@ class OpenAIProvider:
         for start in range(0, len(texts), self.max_embedding_batch):
             part = texts[start : start + self.max_embedding_batch]
             payload = json.dumps(embeddings_body(part, model, dimensions)).encode()
-            body = await self._poster.post(
-                "embeddings", payload, host=self.host, model=model, secret=self._key, on_signals=self.on_signals
-            )
+            body = await self._post_json("embeddings", payload, model)
             got, used = parse_embeddings(body, len(part), host=self.host)
             vectors.extend(got)
             usage = usage + used
         return vectors, usage
-
-    async def send_raw(self, payload: bytes, *, model: str, stream: bool = False) -> httpx.Response:
-        """POST an already-encoded chat-completions body (the gateway service's pass-through)."""
-        return await post(
-            self._client,
-            "chat/completions",
-            payload,
-            host=self.host,
-            model=model,
-            secret=self._key,
-            on_signals=self.on_signals,
-            stream=stream,
-        )
-
-    async def aclose(self) -> None:
-        await self._poster.aclose()
-        await self._client.aclose()
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(name={self.name!r}, base_url={self.base_url!r}, model={self.model!r})"
