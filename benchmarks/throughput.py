@@ -242,6 +242,11 @@ def main() -> None:
             f" the calls alone (dispatch, after decomposing and recording the plan):"
             f" {lat['ours_dispatch_only']['makespan_s']:.1f} s -> {lat['ours_dispatch_only']['efficiency']:.3f}"
         )
+        best = lat["perfect_client_same_server"]
+        print(
+            "    a client with no overhead at all, first-in first-out, against the same seeded server:"
+            f" {best['makespan_s']:.1f} s -> {best['efficiency']:.3f}"
+        )
 
 
 if __name__ == "__main__":
