@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 
 from agent_fleet.admission import AdmissionController, default_objects, load_kueue_yaml
 from agent_fleet.admission.slots import AdmissionSlots
@@ -599,14 +599,18 @@ async def open_engine(
 
 
 async def check_provider(base_url: str, *, timeout: float = 5.0) -> None:
-    """Raise ProviderUnreachable unless something answers HTTP at ``base_url`` (no credential sent)."""
-    # A plain-HTTP provider (a local proxy, the simulator) needs no TLS context: building one
-    # loads the system's CA bundle, most of the cost of this check.
-    plain = urlsplit(base_url).scheme == "http"
+    """Raise ProviderUnreachable unless something answers HTTP at ``base_url`` (no credential sent).
+
+    Over aiohttp, as the engine's own calls go (``spend/providers/_fast.py``), with the same
+    ``trust_env=False``: the check reaches the provider the way the calls will.
+    """
     try:
-        async with httpx.AsyncClient(timeout=timeout, verify=not plain) as client:
-            await client.get(base_url.rstrip("/") + "/models")
-    except httpx.HTTPError:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), trust_env=False) as session,
+            session.get(base_url.rstrip("/") + "/models") as response,
+        ):
+            await response.read()
+    except (aiohttp.ClientError, TimeoutError, ValueError):
         host = urlsplit(base_url).netloc or base_url
         raise ProviderUnreachable(f"model provider at {host} is unreachable") from None
 

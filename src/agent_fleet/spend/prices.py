@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from genai_prices import Usage as GUsage
+from genai_prices import calc_price
+
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ConfigError
 
@@ -87,11 +90,6 @@ def _tiered(value: Any) -> tuple[Decimal, list[tuple[int, Decimal]]]:
 
 
 def _from_genai(model: str, provider: str | None) -> Rates | None:
-    try:
-        from genai_prices import Usage as GUsage
-        from genai_prices import calc_price
-    except ImportError:  # pragma: no cover - a core dependency
-        return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
