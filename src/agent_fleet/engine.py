@@ -31,7 +31,6 @@ from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.aggregate import Aggregator, band_check, choose_embedder, classify_task, write_outputs
 from agent_fleet.brain.step import Limits
 from agent_fleet.clock import Clock, RealClock
-from agent_fleet.collector import tuned_collector
 from agent_fleet.config import load_config
 from agent_fleet.decompose import decompose
 from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions, DispatchStats
@@ -51,6 +50,7 @@ from agent_fleet.observe.metrics import FleetSnapshot, ModelFigures, metrics_key
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.options import RunOptions, RunReport, exit_code_for, with_config
 from agent_fleet.run_ticker import RunTicker
+from agent_fleet.runtime import tuned_runtime
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
 from agent_fleet.session.tap import TappedLog
@@ -592,7 +592,7 @@ async def open_engine(
         log=log, gateway=gateway, clock=clock, slots_for=(lambda _o: slots) if slots else None, workforce=workforce
     )
     try:
-        with tuned_collector():
+        with tuned_runtime():
             yield engine
     finally:
         await engine.shutdown()
