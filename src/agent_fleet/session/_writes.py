@@ -1,5 +1,6 @@
 """The write side both session-log backends share: callers queue appends and snapshots, a writer
-commits them in batches (group commit) and resolves each caller's future once it is durable."""
+commits them in batches (group commit) and resolves each caller's future once it is durable.
+Also the lifecycle both share: ``async with`` opens and closes; a closed store is not reopened."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import collections
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from agent_fleet.domain.events import Event
 from agent_fleet.session._codec import AppendRequest, SnapshotRequest, check_append, encode_data
@@ -18,7 +19,22 @@ __all__ = ["QueuedWrites"]
 class QueuedWrites(ABC):
     """``emit_event``/``emit_events``/``put_snapshot`` over a writer the subclass runs."""
 
+    _appends: collections.deque[AppendRequest]
     _snapshots: collections.deque[SnapshotRequest]
+    _max_batch_events: int
+
+    @abstractmethod
+    async def open(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
     @abstractmethod
     def _ensure_open(self) -> None: ...
@@ -54,6 +70,20 @@ class QueuedWrites(ABC):
         self._snapshots.append(request)
         self._wake_writer()
         await request.future
+
+    def _take_batch(self) -> tuple[list[AppendRequest], list[SnapshotRequest]]:
+        """The writer's next batch: queued appends up to ``_max_batch_events`` events, every snapshot."""
+        appends: list[AppendRequest] = []
+        budget = self._max_batch_events
+        queue = self._appends
+        while queue and budget > 0:
+            request = queue.popleft()
+            appends.append(request)
+            budget -= len(request.items)
+        snapshots: list[SnapshotRequest] = []
+        while self._snapshots:
+            snapshots.append(self._snapshots.popleft())
+        return appends, snapshots
 
     def _new_future(self) -> asyncio.Future[list[Event]]:
         return asyncio.get_running_loop().create_future()

@@ -98,13 +98,6 @@ class PostgresSessionLog(QueuedWrites):
     def __repr__(self) -> str:
         return f"PostgresSessionLog(url={redact_url(self._dsn)!r}, schema={self.schema!r}, state={self._state.value})"
 
-    async def __aenter__(self) -> PostgresSessionLog:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
@@ -190,16 +183,7 @@ class PostgresSessionLog(QueuedWrites):
 
     async def _write_pending(self) -> bool:
         """Commit one batch from the queues; False when they were empty."""
-        appends: list[AppendRequest] = []
-        budget = self._max_batch_events
-        queue = self._appends
-        while queue and budget > 0:
-            request = queue.popleft()
-            appends.append(request)
-            budget -= len(request.items)
-        snapshots: list[SnapshotRequest] = []
-        while self._snapshots:
-            snapshots.append(self._snapshots.popleft())
+        appends, snapshots = self._take_batch()
         if not appends and not snapshots:
             return False
         outcomes: list[_Outcome]

@@ -172,13 +172,6 @@ class SqliteSessionLog(QueuedWrites):
     def __repr__(self) -> str:
         return f"SqliteSessionLog(path={str(self.path)!r}, sync={self.sync!r}, state={self._state.value})"
 
-    async def __aenter__(self) -> SqliteSessionLog:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
@@ -262,16 +255,7 @@ class SqliteSessionLog(QueuedWrites):
 
     def _write_pending(self, conn: sqlite3.Connection) -> bool:
         """Commit one batch from the queues; False when they were empty."""
-        appends: list[AppendRequest] = []
-        budget = self._max_batch_events
-        queue = self._appends
-        while queue and budget > 0:
-            request = queue.popleft()
-            appends.append(request)
-            budget -= len(request.items)
-        snapshots: list[SnapshotRequest] = []
-        while self._snapshots:
-            snapshots.append(self._snapshots.popleft())
+        appends, snapshots = self._take_batch()
         if not appends and not snapshots:
             return False
         outcomes: list[tuple[asyncio.Future[list[Event]], list[Event] | BaseException]]
