@@ -294,8 +294,10 @@ class Engine:
         self._live.dispatcher = dispatcher
         watcher = RunTicker(self, run_id, slots)
         await watcher.apply_recorded()
-        live = self._dedup.get(run_id) or LiveDedup(self._aggregator(run_id, options), clock=self.clock)
-        self._dedup[run_id] = live
+        # One consumer per dispatch; the aggregator (what is clustered so far) carries over.
+        earlier = self._dedup.get(run_id)
+        aggregator = earlier.aggregator if earlier is not None else self._aggregator(run_id, options)
+        live = self._dedup[run_id] = LiveDedup(aggregator, clock=self.clock)
         live.feed([ResultItem.from_dict(e.data) for e in await self.log.events_of_run(run_id, [EventType.RESULT_ITEM])])
         watcher.live = live
         stop = asyncio.Event()

@@ -33,17 +33,39 @@ def die(message: str, code: int) -> NoReturn:
 
 
 def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM stops a run the way Ctrl-C does: resumable, exit 130
+    raise KeyboardInterrupt  # before the event loop runs: stop the way Ctrl-C does
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a command's coroutine; FleetErrors become one line and their exit code, never a traceback."""
+    """Run a command's coroutine; FleetErrors become one line and their exit code, never a traceback.
+
+    SIGTERM stops a run the way Ctrl-C does (resumable, exit 130): while the event loop runs it
+    cancels the command's task, so every task group unwinds and every write in flight lands — a
+    KeyboardInterrupt raised at an arbitrary point would leave some task holding it.
+    """
+    terminated = False
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+
+        def on_term() -> None:
+            nonlocal terminated
+            terminated = True
+            if task is not None:
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_term)
+        return await coro
+
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        return asyncio.run(coro)
+        return asyncio.run(main())
     except FleetError as exc:
         die(str(exc) or type(exc).__name__, exc.exit_code)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        if isinstance(exc, asyncio.CancelledError) and not terminated:
+            raise
         typer.echo("agent-fleet: interrupted (resumable)", err=True)
         raise typer.Exit(130) from None
     except OSError as exc:
