@@ -198,3 +198,58 @@ def test_cli_bad_setting_is_one_clear_line() -> None:
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == ["error: rate_429 must be between 0 and 1, got 3.0"]
     assert result.stdout == ""
+
+
+class _WorkClock:
+    """A clock on which the server's own work takes time: rendering a reply costs ``work`` seconds."""
+
+    def __init__(self, work: float) -> None:
+        self.t = 100.0
+        self.work = work
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(round(seconds, 9))
+        self.t += seconds
+
+
+@pytest.mark.parametrize(
+    ("config", "stream", "work", "sleeps"),
+    [
+        (SimConfig(latency=1.0), False, 0.25, [0.75]),  # the work is inside the latency
+        (SimConfig(latency=1.0, per_output_token_s=0.001), False, 0.25, "tokens"),
+        (SimConfig(latency=0.2), False, 0.25, []),  # work longer than the latency: no wait on top
+        (SimConfig(latency=1.0, rate_stall=1.0, stall_seconds=3.0, stall_drop=0.0), False, 0.25, [3.0, 0.75]),
+        (SimConfig(latency=1.0), True, 0.25, [0.75]),
+    ],
+)
+async def test_latency_runs_from_the_request_s_arrival(
+    config: SimConfig, stream: bool, work: float, sleeps: list[float] | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_fleet.testing import sim_server
+
+    clock = _WorkClock(work)
+    real_render = sim_server.render
+
+    def slow_render(*args: Any, **kwargs: Any) -> Any:
+        clock.t += clock.work
+        return real_render(*args, **kwargs)
+
+    monkeypatch.setattr(sim_server, "render", slow_render)
+    async with SimProvider(config, clock=clock) as sim:
+        client = client_for(sim.base_url)
+        if stream:
+            chunks = await client.chat.completions.create(model="m", messages=HI, stream=True)
+            text = "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
+        else:
+            r = await client.chat.completions.create(model="m", messages=HI)
+            text = r.choices[0].message.content or ""
+            tokens = r.usage.completion_tokens if r.usage else 0
+    assert text
+    if sleeps == "tokens":
+        assert clock.sleeps == [round(1.0 + 0.001 * tokens - work, 9)]
+    else:
+        assert clock.sleeps == sleeps

@@ -67,7 +67,8 @@ _RATE_FIELDS = ("rate_429", "rate_500", "rate_503", "rate_529", "rate_stall")
 class SimConfig:
     """How the simulated provider behaves.
 
-    ``latency`` is a number of seconds or one of the latency models; ``per_output_token_s`` adds time
+    ``latency`` is a number of seconds or one of the latency models, counted from the request's
+    arrival (the server's own parsing and rendering happen inside it); ``per_output_token_s`` adds time
     per completion token (spread over the chunks when streaming). The ``rate_*`` fields are
     independent probabilities per request whose sum must not exceed 1. ``max_concurrency``,
     ``rpm`` and ``tpm`` are a hidden capacity: above them the server answers 429, like a real

@@ -1,8 +1,9 @@
 """The simulated provider's HTTP server (aiohttp): OpenAI and Anthropic endpoints on one port.
 
 Order of checks per chat request: authentication, body, quota, injected errors, hidden capacity,
-then (in flight) an optional stall, latency, and the answer. Injected errors and capacity refusals
-never enter the rate windows; every admitted request leaves the in-flight count on every exit path.
+then (in flight) an optional stall, latency (counted from the request's arrival), and the answer.
+Injected errors and capacity refusals never enter the rate windows; every admitted request leaves
+the in-flight count on every exit path.
 """
 
 from __future__ import annotations
@@ -224,6 +225,9 @@ class SimProvider:
         return await self._chat(request, "anthropic")
 
     async def _chat(self, request: web.Request, fmt: Format) -> web.StreamResponse:
+        # The configured latency runs from the request's arrival, as a client sees a provider's: the
+        # server's own parsing and rendering happen inside it, not on top of it.
+        arrived = self._clock.now()
         if not self._authorized(request):
             if fmt == "openai":
                 msg = "You didn't provide an API key. Provide it in an Authorization header (Bearer auth)."
@@ -251,6 +255,7 @@ class SimProvider:
                 await self._clock.sleep(self.config.stall_seconds)
                 if self._rng.random() < self.config.stall_drop:
                     raise _Dropped
+                arrived = self._clock.now()  # a stall comes before the latency, not inside it
             reply = render(
                 conv,
                 decide(conv, refute_pct=self.config.verifier_refute_pct, unsure_pct=self.config.verifier_unsure_pct),
@@ -268,17 +273,15 @@ class SimProvider:
                     if fmt == "openai"
                     else anthropic_events(reply, usage, model=conv.model)
                 )
-                if delay > 0:
-                    await self._clock.sleep(delay)
+                await self._until(arrived + delay)
                 response = await self._stream(request, fmt, headers, chunks, per_token)
             else:
-                if delay > 0 or per_token > 0:
-                    await self._clock.sleep(delay + per_token * usage.completion_tokens)
                 payload = (
                     openai_body(reply, usage, model=conv.model, created=created)
                     if fmt == "openai"
                     else anthropic_body(reply, usage, model=conv.model)
                 )
+                await self._until(arrived + delay + per_token * usage.completion_tokens)
                 response = web.Response(body=payload, content_type=_JSON, headers=headers)
                 self._stats.count(request.path, 200)
             output_tokens = usage.completion_tokens
@@ -294,6 +297,11 @@ class SimProvider:
             raise asyncio.CancelledError from None
         finally:
             self._capacity.release(output_tokens)
+
+    async def _until(self, deadline: float) -> None:
+        wait = deadline - self._clock.now()
+        if wait > 0:
+            await self._clock.sleep(wait)
 
     async def _stream(
         self,
