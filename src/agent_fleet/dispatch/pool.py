@@ -251,8 +251,11 @@ class WorkerPool:
             self.health.abort_probe(lease.worker_id)
         return True
 
-    def fail(self, lease: Lease, *, reason: str = "failed", latency: float | None = None) -> Reassignment | None:
-        """A session failed or timed out on its worker: count it, and move it to a backup.
+    def fail(
+        self, lease: Lease, *, reason: str = "failed", latency: float | None = None, avoid: Collection[str] = ()
+    ) -> Reassignment | None:
+        """A session failed or timed out on its worker: count it, and move it to a backup, one of
+        the workers in ``avoid`` (where it failed before) only when no other is free.
 
         Returns None for a stale lease (someone already moved the session).
         """
@@ -261,7 +264,11 @@ class WorkerPool:
         took = self._clock.now() - lease.started_at if latency is None else latency
         self._drop(lease)
         self.health.record_failure(lease.worker_id, took)
-        backup = self.acquire(lease.session_id, exclude=(lease.worker_id,))
+        backup = None
+        if avoid:
+            backup = self.acquire(lease.session_id, exclude={lease.worker_id, *avoid})
+        if backup is None:
+            backup = self.acquire(lease.session_id, exclude=(lease.worker_id,))
         return Reassignment(lease.session_id, lease.worker_id, reason, backup)
 
     def _evacuate(self, worker_id: str, reason: str, *, count_failure: bool) -> list[Reassignment]:

@@ -140,6 +140,7 @@ class _Live:
     moved: Reassignment | None = None  # the health check took this attempt's lease
     preempt_reason: str | None = None
     preempted_by: str | None = None
+    failed_on: set[str] = field(default_factory=set)  # workers this session crashed or timed out on
 
 
 @dataclass(slots=True)
@@ -470,7 +471,10 @@ class Dispatcher:
                 self.pool.cancel(live.lease)  # moved in the same instant it finished: the log has it
             live.lease = None
         elif kind in ("crash", "timeout"):
-            moved = self.pool.fail(lease, reason="timeout" if kind == "timeout" else "failed", latency=took)
+            live.failed_on.add(lease.worker_id)
+            moved = self.pool.fail(
+                lease, reason="timeout" if kind == "timeout" else "failed", latency=took, avoid=live.failed_on
+            )
             if moved is not None:
                 live.lease = moved.lease
         else:  # provider, agent, config, preempted: not the worker's doing

@@ -72,6 +72,20 @@ def test_failure_reassigns_to_backup_with_new_fencing_token() -> None:
     assert pool.health.stats("a").failures == 1
 
 
+def test_a_failing_session_moves_to_a_worker_it_has_not_failed_on_while_one_is_free() -> None:
+    _, pool = pool_with(*(WorkerSpec(worker_id=w) for w in "abc"))
+    first = pool.acquire("s1")
+    assert first is not None and first.worker_id == "a"
+    second = pool.fail(first, reason="timeout", avoid={"a"})
+    assert second is not None and second.lease is not None and second.lease.worker_id == "b"
+    # without the history it would go back to "a", the first idle worker
+    third = pool.fail(second.lease, reason="timeout", avoid={"a", "b"})
+    assert third is not None and third.lease is not None and third.lease.worker_id == "c"
+    # every worker tried: the history gives way, only the worker it just failed on is excluded
+    fourth = pool.fail(third.lease, reason="timeout", avoid={"a", "b", "c"})
+    assert fourth is not None and fourth.lease is not None and fourth.lease.worker_id == "a"
+
+
 def test_dead_worker_sessions_move_and_late_result_is_dropped() -> None:
     clock, pool = pool_with(WorkerSpec(worker_id="a", max_load=2), WorkerSpec(worker_id="b", max_load=2))
     l1, l2 = pool.acquire("s1"), pool.acquire("s2")
