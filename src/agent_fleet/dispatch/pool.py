@@ -264,10 +264,9 @@ class WorkerPool:
         took = self._clock.now() - lease.started_at if latency is None else latency
         self._drop(lease)
         self.health.record_failure(lease.worker_id, took)
-        backup = None
-        if avoid:
-            backup = self.acquire(lease.session_id, exclude={lease.worker_id, *avoid})
-        if backup is None:
+        tried = {lease.worker_id, *avoid}
+        backup = self.acquire(lease.session_id, exclude=tried)
+        if backup is None and len(tried) > 1:  # only workers it failed on are free: not the last one
             backup = self.acquire(lease.session_id, exclude=(lease.worker_id,))
         return Reassignment(lease.session_id, lease.worker_id, reason, backup)
 
