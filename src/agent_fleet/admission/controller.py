@@ -133,8 +133,7 @@ class AdmissionController:
         result = self.scheduler.schedule()
         if self.metrics is not None and result.heads:
             outcome = "success" if result.keep_going else "inadmissible"
-            self.metrics.attempts_total.labels(outcome).inc()
-            self.metrics.attempt_duration.labels(outcome).observe(time.process_time() - started)
+            self.metrics.record_attempt(outcome, time.process_time() - started)
         now = self.clock.now()
         for victim in result.preempted:
             if self.metrics is not None:
@@ -145,11 +144,7 @@ class AdmissionController:
         for adm in result.admitted:
             info = adm.workload
             if self.metrics is not None:
-                wait = max(0.0, now - info.queued_at)
-                self.metrics.admitted_total.labels(adm.cluster_queue).inc()
-                self.metrics.quota_reserved_total.labels(adm.cluster_queue).inc()
-                self.metrics.admission_wait.labels(adm.cluster_queue).observe(wait)
-                self.metrics.quota_reserved_wait.labels(adm.cluster_queue).observe(wait)
+                self.metrics.record_admission(adm.cluster_queue, max(0.0, now - info.queued_at))
             if self.on_admit is not None:
                 self.on_admit(info.workload)
         return result

@@ -79,6 +79,37 @@ class AdmissionMetrics:
             "kueue_cluster_queue_lending_limit", "Lending limit", ["cluster_queue", "flavor", "resource"], registry=r
         )
 
+        # labelled children, looked up once: a cycle records into them without the registry's lock
+        self._attempts: dict[str, tuple[Counter, Histogram]] = {}
+        self._admissions: dict[str, tuple[Counter, Counter, Histogram, Histogram]] = {}
+
+    def record_attempt(self, result: str, cpu_seconds: float) -> None:
+        """One scheduling cycle that looked at heads, by its result."""
+        children = self._attempts.get(result)
+        if children is None:
+            children = self._attempts[result] = (
+                self.attempts_total.labels(result),
+                self.attempt_duration.labels(result),
+            )
+        children[0].inc()
+        children[1].observe(cpu_seconds)
+
+    def record_admission(self, cluster_queue: str, wait: float) -> None:
+        """One workload admitted (and its quota reserved) after ``wait`` seconds in its queue."""
+        children = self._admissions.get(cluster_queue)
+        if children is None:
+            children = self._admissions[cluster_queue] = (
+                self.admitted_total.labels(cluster_queue),
+                self.quota_reserved_total.labels(cluster_queue),
+                self.admission_wait.labels(cluster_queue),
+                self.quota_reserved_wait.labels(cluster_queue),
+            )
+        admitted, reserved, admission_wait, reserved_wait = children
+        admitted.inc()
+        reserved.inc()
+        admission_wait.observe(wait)
+        reserved_wait.observe(wait)
+
     def refresh(self, controller: AdmissionController) -> None:
         """Set every gauge from the controller's current state."""
         for row in controller.snapshot()["cluster_queues"]:

@@ -7,10 +7,16 @@ every effect is recorded before the next decision. After a crash a new harness c
 * a model call with a recorded request and no recorded response is sent again (nothing else is);
 * a tool whose result was recorded is never run again. ``submit_result`` records its call, its
   result items and its tool result in one atomic append, so a result is never recorded twice.
+
+A model call is sent while its request event is being written (the response is recorded only
+after the request is durable), and a session's start is written in the same append as its first
+request: the call does not wait for a commit, and a crash before the commit leaves the turn
+unrecorded, so ``wake`` sends it as a fresh call, which is what it was.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -66,16 +72,18 @@ class Harness:
         if view.state.terminal:
             return SessionOutcome(session_id, Outcome(view.state.value))
         self._gateway.restore_spent(session_id, view.usage, view.cost_usd)
-        if view.started:
-            await self._emit(view, EventType.SESSION_RESUMED, {"attempt": attempt})
-        else:
-            await self._emit(view, EventType.SESSION_STARTED, {"attempt": attempt})
+        begin = (EventType.SESSION_RESUMED if view.started else EventType.SESSION_STARTED, {"attempt": attempt})
+        action = next_action(view, self._limits)  # the start event does not change the decision
+        lead: list[tuple[str, dict[str, Any]]] = [begin]
+        if not (isinstance(action, CallModel) and not action.reissue):
+            await self._emit(view, *begin)
+            lead = []
         while True:
-            action = next_action(view, self._limits)
             if action is None:
                 return SessionOutcome(session_id, Outcome(view.state.value))
             if isinstance(action, CallModel):
-                paused = await self._call_model(view, action)
+                paused = await self._call_model(view, action, lead)
+                lead = []
                 if paused is not None:
                     return paused
             elif isinstance(action, RunTool):
@@ -98,21 +106,26 @@ class Harness:
                     data["message"] = view.trip.message
                 await self._emit(view, EventType.SESSION_PAUSED, data)
                 return SessionOutcome(session_id, Outcome.PAUSED, action.reason)
+            action = next_action(view, self._limits)
 
-    async def _call_model(self, view: SessionView, action: CallModel) -> SessionOutcome | None:
+    async def _call_model(
+        self, view: SessionView, action: CallModel, lead: list[tuple[str, dict[str, Any]]]
+    ) -> SessionOutcome | None:
         request = ChatRequest(
             model=view.model, messages=list(view.messages), tools=self._tools, max_tokens=view.max_tokens
         )
+        events = lead if action.reissue else [*lead, (EventType.MODEL_REQUEST, {"turn": action.turn})]
+        recording = asyncio.ensure_future(self._log.emit_events(view.session_id, events))
         try:
-            if not action.reissue:
-                await self._emit(view, EventType.MODEL_REQUEST, {"turn": action.turn})
             response = await self._gateway.complete(view.session_id, request)
         except BudgetExhausted as exc:
+            await self._recorded(view, recording)
             await self._emit(
                 view, EventType.SESSION_PAUSED, {"reason": "budget", "scope": exc.scope, "detail": str(exc)}
             )
             return SessionOutcome(view.session_id, Outcome.PAUSED, "budget")
         except (ProviderError, UnreachableError) as exc:
+            await self._recorded(view, recording)
             await self._emit(
                 view,
                 EventType.MODEL_ERROR,
@@ -124,8 +137,18 @@ class Harness:
                 },
             )
             raise
+        except BaseException:
+            recording.cancel()  # the turn may stay unrecorded: wake sends it as a fresh call
+            raise
+        await self._recorded(view, recording)
         await self._emit(view, EventType.MODEL_RESPONSE, {"turn": action.turn, "response": response.to_dict()})
         return None
+
+    @staticmethod
+    async def _recorded(view: SessionView, recording: asyncio.Future[list[Event]]) -> None:
+        """Wait for events written beside a model call, then fold them into the view in order."""
+        for ev in await recording:
+            view.apply(ev)
 
     async def _run_tool(self, view: SessionView, call: ToolCall) -> None:
         start = (EventType.TOOL_CALL, {"call_id": call.id, "name": call.name, "arguments": call.arguments})

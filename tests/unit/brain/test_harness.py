@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -12,14 +13,15 @@ import pytest
 
 from agent_fleet.brain.harness import Harness, Outcome
 from agent_fleet.brain.step import Limits
-from agent_fleet.domain.events import EventType, SessionState
+from agent_fleet.domain.events import Event, EventType, SessionState
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import BudgetExhausted, Overloaded
+from agent_fleet.errors import BudgetExhausted, Overloaded, StoreError
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import ToolOutput
 from agent_fleet.session import SessionLog, open_store
+from agent_fleet.session.tap import ForwardingLog
 
 Script = Callable[[ChatRequest], ChatResponse]
 
@@ -292,3 +294,72 @@ async def test_runaway_guard_pauses_a_session_repeating_itself_and_survives_a_re
     # a new harness rebuilds the guard from the log and does not spend another call
     out = await Harness(log=log, gateway=gw, hands=hands, limits=limits).run(sid)
     assert out.reason == "repeated_tool_call" and len(gw.calls) == 3
+
+
+class HeldLog(ForwardingLog):
+    """Holds every append that records a model request until the test lets it through."""
+
+    def __init__(self, inner: SessionLog) -> None:
+        super().__init__(inner)
+        self.release = asyncio.Event()
+        self.appends: list[list[str]] = []
+        self.committed: list[list[str]] = []
+        self.fail_request = False
+
+    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
+        return (await self.emit_events(session_id, [(type, data or {})]))[0]
+
+    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
+        kinds = [t for t, _ in events]
+        self.appends.append(kinds)
+        if EventType.MODEL_REQUEST in kinds:
+            if self.fail_request:
+                raise StoreError("disk gone (injected)")
+            await self.release.wait()
+        written = await self.inner.emit_events(session_id, events)
+        self.committed.append(kinds)
+        return written
+
+
+async def test_the_call_leaves_while_its_request_is_written_and_the_start_shares_that_append(
+    log: SessionLog, repo: Path
+) -> None:
+    sid = await create(log, partition())
+    held = HeldLog(log)
+    committed_at_call: list[list[list[str]]] = []
+
+    def script(request: ChatRequest) -> ChatResponse:
+        committed_at_call.append(list(held.committed))
+        held.release.set()  # the request is written only once the call is out
+        return dir_script(request)
+
+    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    async with asyncio.timeout(10):  # a harness that waited for the request's commit would wait forever
+        out = await Harness(log=held, gateway=ScriptedGateway(script), hands=hands).run(sid)
+    assert out.outcome is Outcome.COMPLETED
+    # the first call went out before anything of the session was committed; start and request share an append
+    assert committed_at_call[0] == []
+    assert held.appends[0] == ["session_started", "model_request"]
+    evs = await log.get_events(sid)
+    kinds = [e.type for e in evs]
+    # ... and each response is recorded after its request: the log reads as before
+    assert kinds[:4] == ["session_created", "session_started", "model_request", "model_response"]
+    assert [e.data["turn"] for e in evs if e.type == EventType.MODEL_REQUEST] == [1, 2, 3]
+    assert [e.data["turn"] for e in evs if e.type == EventType.MODEL_RESPONSE] == [1, 2, 3]
+
+
+async def test_a_request_that_never_became_durable_is_sent_as_a_fresh_call(log: SessionLog, repo: Path) -> None:
+    sid = await create(log, partition())
+    held = HeldLog(log)
+    held.fail_request = True
+    gw = ScriptedGateway(dir_script)
+    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    with pytest.raises(StoreError):
+        await Harness(log=held, gateway=gw, hands=hands).run(sid)
+    assert len(gw.calls) == 1 and await types(log, sid) == ["session_created"]  # sent, never recorded
+    out = await Harness(log=log, gateway=gw, hands=hands).run(sid, attempt=2)
+    assert out.outcome is Outcome.COMPLETED
+    evs = await log.get_events(sid)
+    assert [e.data["turn"] for e in evs if e.type == EventType.MODEL_REQUEST] == [1, 2, 3]
+    assert [e.type for e in evs][1] == "session_started"  # it had never started, as far as the log knows
+    assert [turn_of(r) for r in gw.calls] == [1, 1, 2, 3]

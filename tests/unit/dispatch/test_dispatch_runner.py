@@ -30,6 +30,8 @@ from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.domain.usage import Usage
 from agent_fleet.hands.port import ToolOutput
 from agent_fleet.session import SessionLog, open_store
+from agent_fleet.session.port import WakeState
+from agent_fleet.session.tap import ForwardingLog
 from agent_fleet.spend.port import ModelGateway
 from agent_fleet.testing.faults import WorkerFaults
 
@@ -131,7 +133,7 @@ async def test_a_crash_moves_the_session_to_a_backup_that_resumes_from_the_log(l
     clock = VirtualClock()
     gw = Scripted(clock)
     pool = make_pool(clock, ["a", "b"])
-    faults = WorkerFaults(crash={"a"}, strike_at=(3, 3))  # session_started and model_request land
+    faults = WorkerFaults(crash={"a"}, strike_at=(2, 2))  # session_started + model_request land (one append)
     d = dispatcher(log, gw, clock, pool, interpose=faults)
     (sid, p), *_ = await sessions(log, 1)
     outcomes = await d.run([(sid, p)])
@@ -358,13 +360,17 @@ def test_autoscale_settings_from_fleet_yaml() -> None:
 
 
 class Counting(Scripted):
-    """Counts sessions between waking (``session_started`` is their first write) and their first call."""
+    """Counts sessions between waking (their log is read) and their first call."""
 
     def __init__(self, clock: VirtualClock) -> None:
         super().__init__(clock)
         self.starting: set[str] = set()
         self.most_starting = 0
         self.first_call_seen: set[str] = set()
+
+    def woke(self, session_id: str) -> None:
+        self.starting.add(session_id)
+        self.most_starting = max(self.most_starting, len(self.starting))
 
     async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
         if session_id not in self.first_call_seen:
@@ -373,16 +379,22 @@ class Counting(Scripted):
         await asyncio.sleep(0.001)  # the call is in flight for a moment: other sessions start meanwhile
         return await super().complete(session_id, request)
 
-    def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
-        self.starting.add(session_id)  # the harness restores spend right after waking
-        self.most_starting = max(self.most_starting, len(self.starting))
+
+class WakeWatch(ForwardingLog):
+    def __init__(self, inner: SessionLog, counting: Counting) -> None:
+        super().__init__(inner)
+        self._counting = counting
+
+    async def wake(self, session_id: str) -> WakeState:
+        self._counting.woke(session_id)
+        return await self.inner.wake(session_id)
 
 
 async def test_no_more_than_start_ahead_sessions_are_starting_at_once(log: SessionLog) -> None:
     clock = VirtualClock()
     gw = Counting(clock)
     d = Dispatcher(
-        log=log,
+        log=WakeWatch(log, gw),
         gateway=gw,
         hands_for=lambda _p: NoTools(),
         slots=LocalSlots(100),
