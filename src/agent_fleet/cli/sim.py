@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import typer
 
 from agent_fleet.errors import FleetError
@@ -32,7 +30,7 @@ def sim_provider(
 ) -> None:
     """Serve a simulated OpenAI- and Anthropic-compatible model API until interrupted."""
     # Imported here so other commands do not pay for the server's imports.
-    from agent_fleet.testing.sim_provider import build_config, serve
+    from agent_fleet.testing.sim_provider import build_config, run_server
 
     try:
         config = build_config(
@@ -60,7 +58,7 @@ def sim_provider(
         typer.echo(url)
 
     try:
-        asyncio.run(serve(config, host=host, port=port, announce=announce))
+        run_server(config, host=host, port=port, announce=announce)
     except OSError as exc:
         typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
         raise typer.Exit(2) from None

@@ -39,6 +39,7 @@ from agent_fleet.testing.sim_config import (
     SimConfigError,
     UniformLatency,
 )
+from agent_fleet.testing.sim_loop import precise_event_loop
 from agent_fleet.testing.sim_server import SimProvider
 
 __all__ = [
@@ -83,7 +84,8 @@ async def serve(
     port: int = 0,
     announce: Callable[[str], None] = print,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (or cancellation); ``announce`` gets the base URL once listening."""
+    """Serve until SIGINT/SIGTERM (or cancellation); ``announce`` gets the base URL once listening.
+    Run it with :func:`run_server` for timers that keep the drawn latencies to a fraction of a ms."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     installed: list[signal.Signals] = []
@@ -102,6 +104,14 @@ async def serve(
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
+
+
+def run_server(
+    config: SimConfig, *, host: str = "127.0.0.1", port: int = 0, announce: Callable[[str], None] = print
+) -> None:
+    """Serve in this thread on a timer-precise event loop (see :mod:`sim_loop`) until interrupted."""
+    with asyncio.Runner(loop_factory=precise_event_loop) as runner:
+        runner.run(serve(config, host=host, port=port, announce=announce))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -153,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(url, flush=True)
 
     try:
-        asyncio.run(serve(config, host=ns.host, port=ns.port, announce=announce))
+        run_server(config, host=ns.host, port=ns.port, announce=announce)
     except OSError as exc:
         print(f"error: cannot listen on {ns.host}:{ns.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2

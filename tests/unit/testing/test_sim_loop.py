@@ -1,0 +1,60 @@
+"""The simulated provider's event loop: epoll's events with select()'s microsecond timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+import socket
+import time
+
+from agent_fleet.testing.sim_loop import PreciseSelector, precise_event_loop
+
+
+def test_a_ready_descriptor_is_returned_without_waiting_out_the_timeout() -> None:
+    a, b = socket.socketpair()
+    sel = PreciseSelector()
+    try:
+        sel.register(a, selectors.EVENT_READ, "a")
+        assert sel.select(0) == []
+        b.send(b"x")
+        started = time.monotonic()
+        ready = sel.select(30.0)
+        assert [(key.data, events) for key, events in ready] == [("a", selectors.EVENT_READ)]
+        assert time.monotonic() - started < 10.0  # returned on the event, not at the timeout
+    finally:
+        sel.close()
+        a.close()
+        b.close()
+
+
+def test_an_idle_wait_never_ends_before_its_timeout() -> None:
+    sel = PreciseSelector()
+    try:
+        for timeout in (0.0004, 0.0031, 0.0127):
+            started = time.monotonic()
+            assert sel.select(timeout) == []
+            assert time.monotonic() - started >= timeout
+    finally:
+        sel.close()
+
+
+def test_the_loop_runs_timers_and_sockets() -> None:
+    async def main() -> tuple[bytes, float]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop._selector, PreciseSelector)  # type: ignore[attr-defined]
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        try:
+            loop.call_later(0.002, b.send, b"ping")
+            deadline = loop.time() + 0.005
+            got = await loop.sock_recv(a, 4)
+            await asyncio.sleep(deadline - loop.time())
+            return got, loop.time() - deadline
+        finally:
+            a.close()
+            b.close()
+
+    with asyncio.Runner(loop_factory=precise_event_loop) as runner:
+        got, late = runner.run(main())
+    assert got == b"ping" and late >= 0.0
