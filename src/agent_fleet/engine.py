@@ -110,6 +110,9 @@ class Engine:
     ) -> None:
         self.log: SessionLog = TappedLog(log, self._heard)
         self._dedup: dict[str, LiveDedup] = {}  # run id → results clustered as they are recorded
+        # runs create_run recorded here and no dispatch has started yet: each session's log holds
+        # only its creation, so the first dispatch need not read the run back
+        self._just_created: set[str] = set()
         self._admission_metrics: dict[str, bytes] = {}  # run id → Kueue's metrics at the last tick
         self._embeddings = _MeteredEmbeddings(gateway)  # provider embeddings, recorded in the run's log
         self.gateway = gateway
@@ -227,6 +230,7 @@ class Engine:
             run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, {"plan": plan.to_dict()})]
         )
         await self._create_sessions(run_id, plan, options)
+        self._just_created.add(run_id)
         return run_id
 
     async def _create_sessions(
@@ -269,8 +273,12 @@ class Engine:
     # -- phase 2: dispatch ----------------------------------------------------------------------
     async def dispatch(self, run_id: str, plan: Plan, options: RunOptions) -> DispatchStats:
         """Run every session that has not ended; apply budget raises while it runs."""
-        records = {r.session_id: r for r in await self.log.list_sessions(run_id)}
-        await self._create_sessions(run_id, plan, options, existing=records)
+        fresh = run_id in self._just_created
+        self._just_created.discard(run_id)
+        records: dict[str, SessionRecord] = {}
+        if not fresh:
+            records = {r.session_id: r for r in await self.log.list_sessions(run_id)}
+            await self._create_sessions(run_id, plan, options, existing=records)
         by_sid = {session_id_for(run_id, p.index): p for p in plan.partitions}
         todo = [(sid, p) for sid, p in by_sid.items() if sid not in records or not records[sid].state.terminal]
         root = plan.input_path if plan.kind is InputKind.DIRECTORY else None
@@ -293,12 +301,15 @@ class Engine:
         )
         self._live.dispatcher = dispatcher
         watcher = RunTicker(self, run_id, slots)
-        await watcher.apply_recorded()
+        if not fresh:  # a fresh run has no raise nor result yet; a raise written meanwhile comes with the ticks
+            await watcher.apply_recorded()
         # One consumer per dispatch; the aggregator (what is clustered so far) carries over.
         earlier = self._dedup.get(run_id)
         aggregator = earlier.aggregator if earlier is not None else self._aggregator(run_id, options)
         live = self._dedup[run_id] = LiveDedup(aggregator, clock=self.clock)
-        live.feed([ResultItem.from_dict(e.data) for e in await self.log.events_of_run(run_id, [EventType.RESULT_ITEM])])
+        if not fresh:
+            recorded = await self.log.events_of_run(run_id, [EventType.RESULT_ITEM])
+            live.feed([ResultItem.from_dict(e.data) for e in recorded])
         watcher.live = live
         stop = asyncio.Event()
         async with asyncio.TaskGroup() as tg:

@@ -1,8 +1,8 @@
 """Kueue's metrics, under Kueue's names, in a registry of our own (never the global one).
 
-Counters and histograms move as decisions are made; gauges (pending, admitted, usage,
-quota) are refreshed from the controller's state when they are read, so a cycle never
-pays for them.
+A cycle notes its decisions; counters and histograms take them in when the metrics are
+read (or every few thousand notes), and gauges (pending, admitted, usage, quota) are set
+from the controller's state at that moment, so a cycle pays for neither.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AdmissionMetrics"]
 
+_FLUSH_EVERY = 4096  # notes kept before they are moved into the metrics unread
 _WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 10800)
 
 
@@ -79,39 +80,55 @@ class AdmissionMetrics:
             "kueue_cluster_queue_lending_limit", "Lending limit", ["cluster_queue", "flavor", "resource"], registry=r
         )
 
-        # labelled children, looked up once: a cycle records into them without the registry's lock
-        self._attempts: dict[str, tuple[Counter, Histogram]] = {}
-        self._admissions: dict[str, tuple[Counter, Counter, Histogram, Histogram]] = {}
+        # Cycles only note what they decided; the notes go into the metrics (through labelled
+        # children looked up once) when the metrics are read, or every _FLUSH_EVERY notes.
+        self._attempted: list[tuple[str, float]] = []
+        self._admitted: list[tuple[str, float]] = []
+        self._attempt_children: dict[str, tuple[Counter, Histogram]] = {}
+        self._admission_children: dict[str, tuple[Counter, Counter, Histogram, Histogram]] = {}
 
     def record_attempt(self, result: str, cpu_seconds: float) -> None:
         """One scheduling cycle that looked at heads, by its result."""
-        children = self._attempts.get(result)
-        if children is None:
-            children = self._attempts[result] = (
-                self.attempts_total.labels(result),
-                self.attempt_duration.labels(result),
-            )
-        children[0].inc()
-        children[1].observe(cpu_seconds)
+        self._attempted.append((result, cpu_seconds))
+        if len(self._attempted) >= _FLUSH_EVERY:
+            self.flush()
 
     def record_admission(self, cluster_queue: str, wait: float) -> None:
         """One workload admitted (and its quota reserved) after ``wait`` seconds in its queue."""
-        children = self._admissions.get(cluster_queue)
-        if children is None:
-            children = self._admissions[cluster_queue] = (
-                self.admitted_total.labels(cluster_queue),
-                self.quota_reserved_total.labels(cluster_queue),
-                self.admission_wait.labels(cluster_queue),
-                self.quota_reserved_wait.labels(cluster_queue),
-            )
-        admitted, reserved, admission_wait, reserved_wait = children
-        admitted.inc()
-        reserved.inc()
-        admission_wait.observe(wait)
-        reserved_wait.observe(wait)
+        self._admitted.append((cluster_queue, wait))
+        if len(self._admitted) >= _FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        """Move the noted cycles and admissions into the counters and histograms."""
+        attempted, self._attempted = self._attempted, []
+        for result, cpu_seconds in attempted:
+            attempt = self._attempt_children.get(result)
+            if attempt is None:
+                attempt = self._attempt_children[result] = (
+                    self.attempts_total.labels(result),
+                    self.attempt_duration.labels(result),
+                )
+            attempt[0].inc()
+            attempt[1].observe(cpu_seconds)
+        admitted, self._admitted = self._admitted, []
+        for cluster_queue, wait in admitted:
+            admission = self._admission_children.get(cluster_queue)
+            if admission is None:
+                admission = self._admission_children[cluster_queue] = (
+                    self.admitted_total.labels(cluster_queue),
+                    self.quota_reserved_total.labels(cluster_queue),
+                    self.admission_wait.labels(cluster_queue),
+                    self.quota_reserved_wait.labels(cluster_queue),
+                )
+            admission[0].inc()
+            admission[1].inc()
+            admission[2].observe(wait)
+            admission[3].observe(wait)
 
     def refresh(self, controller: AdmissionController) -> None:
-        """Set every gauge from the controller's current state."""
+        """Bring the counters and histograms up to date; set every gauge from the controller's state."""
+        self.flush()
         for row in controller.snapshot()["cluster_queues"]:
             name = row["name"]
             self.pending.labels(name, "active").set(row["pending_active"])

@@ -172,6 +172,28 @@ def test_snapshot_and_metrics_use_kueue_names() -> None:
     assert ctl.admitted() == ["b"]
 
 
+def test_admission_counters_and_waits_are_exact_when_read_and_past_the_flush_size() -> None:
+    from agent_fleet.admission import metrics as admission_metrics
+
+    clock = VirtualClock()
+    ctl = AdmissionController(parse_objects([flavor(), cq("q", {"pods": 5000}), lq("q", "q")]), clock)
+    total = admission_metrics._FLUSH_EVERY + 3  # one flush on the way, the rest when read
+    for n in range(total):
+        ctl.submit(Workload(name=f"w{n}", queue="q", created=n))
+    clock.advance(2.5)  # every workload waited 2.5 s
+    ctl.settle()
+    assert ctl.metrics is not None
+    assert 0 < len(ctl.metrics._admitted) < 10  # a flush on the way moved the first batch
+    text = ctl.metrics_text().decode()
+    assert f'kueue_admitted_workloads_total{{cluster_queue="q"}} {float(total)}' in text
+    assert f'kueue_quota_reserved_workloads_total{{cluster_queue="q"}} {float(total)}' in text
+    assert f'kueue_admission_wait_time_seconds_count{{cluster_queue="q"}} {float(total)}' in text
+    assert f'kueue_admission_wait_time_seconds_sum{{cluster_queue="q"}} {2.5 * total}' in text
+    assert 'kueue_admission_wait_time_seconds_bucket{cluster_queue="q",le="1.0"} 0.0' in text
+    assert f'kueue_admission_wait_time_seconds_bucket{{cluster_queue="q",le="5.0"}} {float(total)}' in text
+    assert f'kueue_admission_attempts_total{{result="success"}} {float(total)}' in text
+
+
 def test_submit_refuses_unknown_queue_and_duplicates() -> None:
     ctl = AdmissionController(parse_objects([flavor(), cq("q", {"pods": 1}), lq("q", "q")]), VirtualClock())
     with pytest.raises(ConfigError, match="queue"):
