@@ -10,7 +10,9 @@ Figures (each printed with its goal):
       perfect client stays below 1 (0.956 at sigma 0.3), and the last wave of calls ends at random
       times (the tail). Printed beside the figure: what a client with no overhead at all, sending
       calls first-in first-out, gets from the same seeded server (the server draws latencies in
-      the order calls arrive, so this is computed exactly from the seed).
+      the order calls arrive, so this is computed exactly from the seed). The simulated provider
+      answers each call about 0.3 ms after its drawn latency (its event loop's timer precision,
+      ``agent_fleet.testing.sim_loop``), the same for both contenders.
   (b) client CPU seconds per model call, everything included (decomposition, durable session log,
       admission, budgets, limiter), as a ratio to the naive loop. Goal ≤ 1.0. The whole run with
       aggregation (dedup) and reports is printed beside it.
