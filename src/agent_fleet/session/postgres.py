@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from agent_fleet.domain.events import Event, SessionRecord
-from agent_fleet.errors import SessionNotFound, StoreError, StoreUnreachable
+from agent_fleet.errors import StoreError, StoreUnreachable
 from agent_fleet.session._codec import (
     AppendRequest,
     SnapshotRequest,
@@ -51,6 +51,7 @@ from agent_fleet.session._codec import (
     redact_url,
     resolve_futures,
 )
+from agent_fleet.session._wakes import WakeBatcher
 from agent_fleet.session._writes import QueuedWrites
 from agent_fleet.session.port import WakeState
 
@@ -94,6 +95,7 @@ class PostgresSessionLog(QueuedWrites):
         self._closing = False
         self._writer: asyncio.Task[None] | None = None
         self._sql = _Statements(f'"{schema}".' if schema else "")
+        self._wakes = WakeBatcher(self._wake_many)
 
     def __repr__(self) -> str:
         return f"PostgresSessionLog(url={redact_url(self._dsn)!r}, schema={self.schema!r}, state={self._state.value})"
@@ -264,16 +266,21 @@ class PostgresSessionLog(QueuedWrites):
         return await self._fetch_events(self._sql.select_events, session_id, after)
 
     async def wake(self, session_id: str) -> WakeState:
+        self._ensure_open()
+        return await self._wakes.wake(session_id)
+
+    async def _wake_many(self, ids: Sequence[str]) -> dict[str, WakeState]:
+        """Records and histories of many sessions in one snapshot (one read transaction)."""
         try:
             async with self._reader().acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-                # One snapshot for the record and the history.
-                row = await conn.fetchrow(self._sql.select_session, session_id)
-                rows = [] if row is None else await conn.fetch(self._sql.select_events, session_id, 0)
+                records = await conn.fetch(self._sql.select_sessions_any, list(ids))
+                rows = await conn.fetch(self._sql.select_events_any, list(ids)) if records else []
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise _read_error(exc) from None
-        if row is None:
-            raise SessionNotFound(f"no session {session_id!r} in the session store")
-        return WakeState(_record(row), tuple(_events(rows)))
+        history: dict[str, list[Event]] = {}
+        for ev in _events(rows):
+            history.setdefault(ev.session_id, []).append(ev)
+        return {rec.session_id: WakeState(rec, tuple(history.get(rec.session_id, ()))) for rec in map(_record, records)}
 
     async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
         return await self._fetch_records(self._sql.list_runs, max(0, limit))
@@ -369,9 +376,14 @@ class _Statements:
         )
         self.get_snapshot = f"SELECT data::text FROM {q}fleet_snapshots WHERE key = $1"
         self.select_session = f"SELECT {cols} FROM {sessions} WHERE s.session_id = $1"
+        self.select_sessions_any = f"SELECT {cols} FROM {sessions} WHERE s.session_id = ANY($1::text[])"
         event_cols = "e.session_id, e.seq, e.type, e.time, e.data::text"
         self.select_events = (
             f"SELECT {event_cols} FROM {q}fleet_events e WHERE e.session_id = $1 AND e.seq > $2 ORDER BY e.seq"
+        )
+        self.select_events_any = (
+            f"SELECT {event_cols} FROM {q}fleet_events e WHERE e.session_id = ANY($1::text[]) "
+            "ORDER BY e.session_id, e.seq"
         )
         self.list_runs = (
             f"SELECT {cols} FROM {sessions} WHERE s.kind = 'run' ORDER BY s.created_at DESC, s.session_id DESC LIMIT $1"

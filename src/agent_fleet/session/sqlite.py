@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent_fleet.domain.events import Event, SessionRecord
-from agent_fleet.errors import SessionNotFound, StoreError, StoreUnreachable
+from agent_fleet.errors import StoreError, StoreUnreachable
 from agent_fleet.session._codec import (
     AppendRequest,
     SnapshotRequest,
@@ -53,6 +53,7 @@ from agent_fleet.session._codec import (
     record_from_row,
     resolve_futures,
 )
+from agent_fleet.session._wakes import WakeBatcher
 from agent_fleet.session._writes import QueuedWrites
 from agent_fleet.session.port import WakeState
 
@@ -165,9 +166,7 @@ class SqliteSessionLog(QueuedWrites):
         self._reader_lock = threading.Lock()
         # Wakes asked for together are read together: one thread hop and one snapshot for a burst
         # (a run starting a thousand sessions at once), one read in flight at a time.
-        self._wake_waiters: dict[str, list[asyncio.Future[WakeState | None]]] = {}
-        self._wake_reading = False
-        self._wake_reads: set[asyncio.Future[dict[str, WakeState]]] = set()
+        self._wakes = WakeBatcher(lambda ids: self._read(lambda conn: _wake_many(conn, ids)))
 
     def __repr__(self) -> str:
         return f"SqliteSessionLog(path={str(self.path)!r}, sync={self.sync!r}, state={self._state.value})"
@@ -422,43 +421,7 @@ class SqliteSessionLog(QueuedWrites):
 
     async def wake(self, session_id: str) -> WakeState:
         self._ensure_open()
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[WakeState | None] = loop.create_future()
-        self._wake_waiters.setdefault(session_id, []).append(fut)
-        if not self._wake_reading:
-            self._wake_reading = True
-            loop.call_soon(self._read_wakes)  # after this turn's callbacks: the wakes they ask for join
-        state = await fut
-        if state is None:
-            raise SessionNotFound(f"no session {session_id!r} in the session store")
-        return state
-
-    def _read_wakes(self) -> None:
-        batch, self._wake_waiters = self._wake_waiters, {}
-        if not batch:
-            self._wake_reading = False
-            return
-        ids = list(batch)
-        read = asyncio.ensure_future(self._read(lambda conn: _wake_many(conn, ids)))
-        self._wake_reads.add(read)
-
-        def answer(done: asyncio.Future[dict[str, WakeState]]) -> None:
-            self._wake_reads.discard(done)
-            failure = None if done.cancelled() else done.exception()
-            states = done.result() if failure is None and not done.cancelled() else {}
-            for sid, waiters in batch.items():
-                for waiter in waiters:
-                    if waiter.done():
-                        continue
-                    if done.cancelled():
-                        waiter.cancel()
-                    elif failure is not None:
-                        waiter.set_exception(_copy_error(failure))
-                    else:
-                        waiter.set_result(states.get(sid))
-            self._read_wakes()  # what was asked for meanwhile, if anything
-
-        read.add_done_callback(answer)
+        return await self._wakes.wake(session_id)
 
     async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
         sql = (
@@ -530,14 +493,6 @@ def _wake_many(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, WakeSt
     finally:
         conn.execute("COMMIT")
     return out
-
-
-def _copy_error(exc: BaseException) -> BaseException:
-    """One failure told to many waiters: each gets its own exception object."""
-    try:
-        return type(exc)(*exc.args)
-    except Exception:
-        return exc
 
 
 def _request_specific(exc: BaseException) -> bool:

@@ -6,7 +6,6 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from agent_fleet.domain.events import Event, EventType, SessionState
 from agent_fleet.errors import SessionNotFound, StoreError
 from agent_fleet.session import SessionLog
-from agent_fleet.session.sqlite import SqliteSessionLog
+from agent_fleet.session.port import WakeState
 
 OpenLog = Callable[[], Awaitable[SessionLog]]
 
@@ -320,24 +319,32 @@ async def test_open_is_idempotent(log: SessionLog) -> None:
     assert (await log.emit_event("s", "x")).seq == 1
 
 
-async def test_sqlite_reads_a_burst_of_wakes_in_one_go(tmp_path: Path) -> None:
-    log = SqliteSessionLog(tmp_path / "w.db")
-    await log.open()
-    try:
-        sids = [f"run-2.s{i:05d}" for i in range(50)]
-        for sid in sids:
-            await log.emit_event(sid, EventType.SESSION_CREATED, {"run_id": "run-2"})
-        reads = 0
-        real = log._read
+async def test_a_burst_of_wakes_is_read_in_one_go(log: SessionLog) -> None:
+    sids = [f"run-2.s{i:05d}" for i in range(50)]
+    for n, sid in enumerate(sids):
+        await log.emit_event(sid, EventType.SESSION_CREATED, {"run_id": "run-2", "n": n})
+        await log.emit_events(sid, [("model_request", {"turn": 1}), ("model_response", {"turn": 1, "n": n})])
+    batcher = log._wakes  # type: ignore[attr-defined]
+    real = batcher._read_many
+    reads: list[list[str]] = []
 
-        async def counted(work: Any) -> Any:
-            nonlocal reads
-            reads += 1
-            return await real(work)
+    async def counted(ids: Any) -> Any:
+        reads.append(list(ids))
+        return await real(ids)
 
-        log._read = counted  # type: ignore[method-assign]
-        states = await asyncio.gather(*(log.wake(sid) for sid in sids))
-        assert [s.session.session_id for s in states] == sids
-        assert reads == 1  # fifty wakes asked for in one turn: one thread hop, one snapshot
-    finally:
-        await log.close()
+    batcher._read_many = counted
+    asked = [*sids, "run-2.s99999"]  # one that does not exist
+    states = await asyncio.gather(*(log.wake(sid) for sid in asked), return_exceptions=True)
+    assert reads == [asked]  # fifty-one wakes asked for in one turn: one read, one snapshot
+    assert isinstance(states[-1], SessionNotFound)
+    for n, (sid, state) in enumerate(zip(sids, states[:-1], strict=True)):
+        assert isinstance(state, WakeState) and state.session.session_id == sid
+        assert [(e.type, e.seq) for e in state.events] == [
+            ("session_created", 1),
+            ("model_request", 2),
+            ("model_response", 3),
+        ]
+        assert state.events[0].data["n"] == n and state.events[2].data["n"] == n
+    # a later burst gets a read of its own
+    again = await asyncio.gather(log.wake(sids[0]), log.wake(sids[1]))
+    assert [w.session.session_id for w in again] == sids[:2] and reads[-1] == sids[:2]
