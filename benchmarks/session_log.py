@@ -11,6 +11,10 @@ transaction, with no projection, no futures and no concurrency — the database'
 
 Goal: SQLite >= 50,000 durable events/s through ``emit_event`` (durable = survives kill -9, the
 default ``sync=normal``; the ``?sync=full`` line adds an fsync per commit, for power loss).
+
+Also printed: waking every session at once (a run's start, a wave after a crash) through ``wake``,
+which reads the wakes asked for together in one snapshot, against the same sessions read one by
+one through ``get_session`` + ``get_events`` (all asked for concurrently), on the same store.
 """
 
 from __future__ import annotations
@@ -53,6 +57,25 @@ def measured(count: int, wall_started: float, cpu_started: float) -> Figure:
     wall = time.perf_counter() - wall_started
     cpu = time.process_time() - cpu_started
     return Figure(count / wall, cpu / count * 1e6)
+
+
+async def wakes(log: SessionLog, sessions: int) -> tuple[Figure, Figure]:
+    """(every session woken at once, the same sessions read one by one); rates in sessions/s."""
+    sids = [session_id(s) for s in range(sessions)]
+
+    async def one_by_one(sid: str) -> int:
+        record = await log.get_session(sid)
+        assert record is not None
+        return len(await log.get_events(sid))
+
+    started, cpu = time.perf_counter(), time.process_time()
+    separate = await asyncio.gather(*(one_by_one(sid) for sid in sids))
+    baseline = measured(sessions, started, cpu)
+    started, cpu = time.perf_counter(), time.process_time()
+    states = await asyncio.gather(*(log.wake(sid) for sid in sids))
+    batched = measured(sessions, started, cpu)
+    assert [len(state.events) for state in states] == separate, "wake and get_events disagree"
+    return batched, baseline
 
 
 async def through_api(log: SessionLog, sessions: int, events: int, batch: int) -> Figure:
@@ -164,7 +187,13 @@ async def run_once(name: str, args: argparse.Namespace) -> dict[str, Figure]:
                 figures["baseline"] = await postgres_baseline(args.pg_url, schema, data)
             finally:
                 await drop_schema(args.pg_url, schema)
-        figures["emit_event"] = await fresh(lambda log: through_api(log, args.sessions, args.events, 1))
+
+        async def emit_then_wake(log: SessionLog) -> Figure:
+            figure = await through_api(log, args.sessions, args.events, 1)
+            figures["wake, all at once"], figures["wake baseline"] = await wakes(log, args.sessions)
+            return figure
+
+        figures["emit_event"] = await fresh(emit_then_wake)
         figures[f"emit_events x{args.batch}"] = await fresh(
             lambda log: through_api(log, args.sessions, args.events, args.batch)
         )
@@ -193,11 +222,16 @@ def main() -> int:
     for name in backends:
         figures = asyncio.run(run_backend(name, args))
         base = figures.pop("baseline")
+        woken, one_by_one = figures.pop("wake, all at once"), figures.pop("wake baseline")
         print(f"\n{name}: {'baseline: raw executemany, one transaction':<44} {base.rate:>9,.0f} events/s", end="")
         print(f"{'':21}{base.cpu_us:6.1f} CPU us/event")
         for label, (rate, cpu_us) in figures.items():
             print(f"{name}: {label:<44} {rate:>9,.0f} events/s  ({rate / base.rate:.2f}x baseline)", end="")
             print(f"  {cpu_us:6.1f} CPU us/event ({cpu_us / base.cpu_us:.1f}x)")
+        print(
+            f"{name}: wake {args.sessions} sessions at once: {woken.rate:,.0f} sessions/s vs "
+            f"get_session + get_events each {one_by_one.rate:,.0f}/s ({woken.rate / one_by_one.rate:.1f}x)"
+        )
         if name == "sqlite":
             rate = figures["emit_event"].rate
             verdict = "met" if rate >= SQLITE_GOAL else "MISSED"
