@@ -10,7 +10,11 @@ Figures (each printed with its goal):
       perfect client stays below 1 (0.956 at sigma 0.3), and the last wave of calls ends at random
       times (the tail). Printed beside the figure: what a client with no overhead at all, sending
       calls first-in first-out, gets from the same seeded server (the server draws latencies in
-      the order calls arrive, so this is computed exactly from the seed). The simulated provider
+      the order calls arrive, so this is computed exactly from the seed), and the share of it each
+      contender reaches. The tail depends on the draws: over seeds 1–200 that zero-overhead client
+      averages 0.9405 (0.911–0.958) and reaches 0.95 on 9 % of them; the default seed, 11, is one
+      of the lucky ones (0.957). Ordering calls lowest-turn-first gives the same mean, and hedging
+      straggling calls in idle slots +0.0015 (simulated over 60 seeds). The simulated provider
       answers each call about 0.3 ms after its drawn latency (its event loop's timer precision,
       ``agent_fleet.testing.sim_loop``), the same for both contenders.
   (b) client CPU seconds per model call, everything included (decomposition, durable session log,
@@ -18,7 +22,7 @@ Figures (each printed with its goal):
       aggregation (dedup) and reports is printed beside it.
   (c) the ceiling: calls/s at zero latency, ours over naive. Goal ≥ 2×.
 
-Usage: python benchmarks/throughput.py [--sessions 1000] [--skip-latency]
+Usage: python benchmarks/throughput.py [--sessions 1000] [--seed 11] [--skip-latency]
 """
 
 from __future__ import annotations
@@ -167,6 +171,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--median", type=float, default=1.0, help="median latency of scenario (a), seconds")
     parser.add_argument("--sigma", type=float, default=0.3, help="log-normal spread of scenario (a)")
+    parser.add_argument("--seed", type=int, default=11, help="the simulated provider's seed in scenario (a)")
     parser.add_argument("--skip-latency", action="store_true", help="only the zero-latency scenario")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -191,7 +196,7 @@ def main() -> None:
         }
         if not args.skip_latency:
             latency = LogNormalLatency(median=args.median, sigma=args.sigma)
-            config = SimConfig(latency=latency, seed=11)
+            config = SimConfig(latency=latency, seed=args.seed)
             # The ideal uses the median; calls cost their mean, exp(sigma^2 / 2) × the median.
             mean_latency = args.median * math.exp(args.sigma**2 / 2)
             # A fresh server (same seed) per contender: both draw the same sequence of latencies.
@@ -202,6 +207,7 @@ def main() -> None:
             ideal = ours1.calls / CAP * args.median
             out["latency"] = {
                 "median_s": args.median,
+                "seed": args.seed,
                 "ideal_makespan_s": ideal,
                 "naive": {"makespan_s": naive1.wall, "efficiency": naive1.calls / CAP * args.median / naive1.wall},
                 "ours": {"makespan_s": ours1.wall, "efficiency": ideal / ours1.wall},
@@ -209,8 +215,13 @@ def main() -> None:
                 "ours_dispatch_only": {"makespan_s": DISPATCH_WALL[-1], "efficiency": ideal / DISPATCH_WALL[-1]},
                 "bound_for_a_perfect_client": args.median / mean_latency,
             }
-            perfect = perfect_client_makespan(args.sessions, 3, latency, 11)
-            out["latency"]["perfect_client_same_server"] = {"makespan_s": perfect, "efficiency": ideal / perfect}
+            perfect = perfect_client_makespan(args.sessions, 3, latency, args.seed)
+            out["latency"]["perfect_client_same_server"] = {
+                "makespan_s": perfect,
+                "efficiency": ideal / perfect,
+                "ours_relative": perfect / ours1.wall,
+                "naive_relative": perfect / naive1.wall,
+            }
     if args.json:
         print(json.dumps(out, indent=2))
         return
@@ -247,7 +258,8 @@ def main() -> None:
         best = lat["perfect_client_same_server"]
         print(
             "    a client with no overhead at all, first-in first-out, against the same seeded server:"
-            f" {best['makespan_s']:.1f} s -> {best['efficiency']:.3f}"
+            f" {best['makespan_s']:.1f} s -> {best['efficiency']:.3f}; ours reaches {best['ours_relative']:.3f}"
+            f" of it, naive {best['naive_relative']:.3f} (this ratio does not depend on the seed's luck)"
         )
 
 
