@@ -80,12 +80,10 @@ class AdmissionMetrics:
             "kueue_cluster_queue_lending_limit", "Lending limit", ["cluster_queue", "flavor", "resource"], registry=r
         )
 
-        # Cycles only note what they decided; the notes go into the metrics (through labelled
-        # children looked up once) when the metrics are read, or every _FLUSH_EVERY notes.
+        # Cycles only note what they decided; the notes go into the metrics when the metrics are
+        # read, or every _FLUSH_EVERY notes.
         self._attempted: list[tuple[str, float]] = []
         self._admitted: list[tuple[str, float]] = []
-        self._attempt_children: dict[str, tuple[Counter, Histogram]] = {}
-        self._admission_children: dict[str, tuple[Counter, Counter, Histogram, Histogram]] = {}
 
     def record_attempt(self, result: str, cpu_seconds: float) -> None:
         """One scheduling cycle that looked at heads, by its result."""
@@ -103,28 +101,14 @@ class AdmissionMetrics:
         """Move the noted cycles and admissions into the counters and histograms."""
         attempted, self._attempted = self._attempted, []
         for result, cpu_seconds in attempted:
-            attempt = self._attempt_children.get(result)
-            if attempt is None:
-                attempt = self._attempt_children[result] = (
-                    self.attempts_total.labels(result),
-                    self.attempt_duration.labels(result),
-                )
-            attempt[0].inc()
-            attempt[1].observe(cpu_seconds)
+            self.attempts_total.labels(result).inc()
+            self.attempt_duration.labels(result).observe(cpu_seconds)
         admitted, self._admitted = self._admitted, []
         for cluster_queue, wait in admitted:
-            admission = self._admission_children.get(cluster_queue)
-            if admission is None:
-                admission = self._admission_children[cluster_queue] = (
-                    self.admitted_total.labels(cluster_queue),
-                    self.quota_reserved_total.labels(cluster_queue),
-                    self.admission_wait.labels(cluster_queue),
-                    self.quota_reserved_wait.labels(cluster_queue),
-                )
-            admission[0].inc()
-            admission[1].inc()
-            admission[2].observe(wait)
-            admission[3].observe(wait)
+            self.admitted_total.labels(cluster_queue).inc()
+            self.quota_reserved_total.labels(cluster_queue).inc()
+            self.admission_wait.labels(cluster_queue).observe(wait)
+            self.quota_reserved_wait.labels(cluster_queue).observe(wait)
 
     def refresh(self, controller: AdmissionController) -> None:
         """Bring the counters and histograms up to date; set every gauge from the controller's state."""

@@ -6,6 +6,9 @@ import asyncio
 import selectors
 import socket
 import time
+from typing import Any
+
+import pytest
 
 from agent_fleet.testing.sim_loop import PreciseSelector, precise_event_loop
 
@@ -58,3 +61,32 @@ def test_the_loop_runs_timers_and_sockets() -> None:
     with asyncio.Runner(loop_factory=precise_event_loop) as runner:
         got, late = runner.run(main())
     assert got == b"ping" and late >= 0.0
+
+
+def test_the_wait_is_handed_to_select_unrounded_and_epoll_only_collects(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agent_fleet.testing.sim_loop as sim_loop
+
+    waited: list[float] = []
+    real_select = sim_loop.select.select
+
+    def recording(r: list[int], w: list[int], x: list[int], timeout: float) -> Any:
+        waited.append(timeout)
+        return real_select(r, w, x, timeout)
+
+    monkeypatch.setattr(sim_loop.select, "select", recording)
+    polled: list[float | None] = []
+    base = selectors.DefaultSelector.select
+
+    def collecting(self: selectors.BaseSelector, timeout: float | None = None) -> Any:
+        polled.append(timeout)
+        return base(self, timeout)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(selectors.DefaultSelector, "select", collecting)
+    sel = PreciseSelector()
+    try:
+        assert sel.select(0.0004) == []
+        assert sel.select(0) == []
+    finally:
+        sel.close()
+    assert waited == [0.0004]  # microseconds kept: epoll would have waited a whole millisecond
+    assert polled == [0, 0]  # epoll never waits itself; a zero timeout goes straight to it
