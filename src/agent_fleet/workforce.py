@@ -39,6 +39,7 @@ from agent_fleet.dispatch.runner import DispatchOptions, Interposer
 from agent_fleet.domain.plan import Partition
 from agent_fleet.errors import ConfigError
 from agent_fleet.hands.cli_agents import CliAgentSpec
+from agent_fleet.hands.cli_check import check_agent_command, visible_roots
 from agent_fleet.hands.mcp_pool import McpPool, McpServerConfig
 from agent_fleet.hands.port import Hands
 from agent_fleet.hands.reaper import Reaper, ReapReport
@@ -157,14 +158,23 @@ class Workforce:
         sandboxes: SandboxProvider | None = None
         if wants_sandbox:
             use_bwrap = {"auto": None, "bwrap": True, "plain": False}[hands.isolation]
-            sandbox_config = SandboxConfig(root=base / run_id, use_bwrap=use_bwrap, allow_network=hands.allow_network)
-            sandboxes = LocalSandboxProvider(sandbox_config)
-            if wrap_sandboxes is not None:
-                sandboxes = wrap_sandboxes(sandboxes)
+            # a CLI agent's own installation (its npm packages, its virtualenv) is visible read-only
+            programs = visible_roots(agent_cmd) if agent_cmd is not None else ()
+            sandbox_config = SandboxConfig(
+                root=base / run_id, use_bwrap=use_bwrap, allow_network=hands.allow_network, ro_paths=programs
+            )
+            local = LocalSandboxProvider(sandbox_config)
+            sandboxes = local if wrap_sandboxes is None else wrap_sandboxes(local)
+            if agent_cmd is not None:  # it must start in there, or the run is not recorded (exit 2)
+                await check_agent_command(agent_cmd, local, resources, isolation=local.isolation)
         cli: _CliSetup | None = None
         if agent_cmd is not None:
             spec = CliAgentSpec(
-                command=agent_cmd, format=agent_format, timeout=timeout or _CLI_TIMEOUT, resources=resources
+                command=agent_cmd,
+                format=agent_format,
+                timeout=timeout or _CLI_TIMEOUT,
+                resources=resources,
+                egress=hands.allow_network,
             )
             recorder = CallRecorder(log, gateway)
             cli = _CliSetup(spec=spec, service=GatewayService(gateway, on_call=recorder), recorder=recorder)

@@ -12,16 +12,24 @@ provider key. What the session log records:
 * on success, the result items and ``session_completed`` ``{summary, results, exit_code, reported}``
   in one atomic append (``reported`` is the usage and cost the CLI printed itself). A failed
   attempt records no result, so a reassigned session is never run twice to completion;
-* a call refused on budget: ``session_paused`` ``{reason: "budget"}``; a raise sends it back in and
-  the command runs again, with what it spent so far still counted.
+* a call refused on budget: the command is stopped (it gets a moment to exit by itself, so a CLI
+  that retries is not left hammering the gateway) and ``session_paused`` ``{reason: "budget"}``;
+* an attempt that did not complete (paused, preempted, timed out, failed) records ``cli_state``: the
+  tool's own session id and conversation files (:mod:`~agent_fleet.hands.cli_state`). The next attempt
+  reads the last one back and **continues** that conversation (``claude --resume``, ``codex exec
+  resume``, aider's restored chat history), with what the session spent so far still counted.
 
 A CLI that outlives its hard timeout is killed (its whole process group) and the attempt ends in
 ``TimeoutError``, so the dispatcher reassigns the session; no sandbox means the worker failed
-(reassigned too); a non-zero exit or an error the CLI reported is :class:`AttemptFailed`.
+(reassigned too); a non-zero exit or an error the CLI reported (an API or authentication error
+that exited 0 too) is :class:`AttemptFailed`, its message ending in the tail of the command's
+stderr, which is also logged as a warning (the console's line).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -30,14 +38,17 @@ from typing import Any, Protocol
 from agent_fleet.brain.harness import Outcome, SessionOutcome
 from agent_fleet.brain.view import SessionView
 from agent_fleet.dispatch.runner import Attempt, AttemptFailed
-from agent_fleet.domain.events import EventType
+from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.usage import Usage
-from agent_fleet.hands.cli_agents import CliAgentSpec, GatewayAccess, run_cli_agent
+from agent_fleet.hands.cli_agents import CliAgentSpec, CliOutcome, GatewayAccess, run_cli_agent
+from agent_fleet.hands.cli_state import CliState
 from agent_fleet.hands.sandbox import SandboxProvider
 from agent_fleet.session.port import SessionLog
 
-__all__ = ["CallRecorder", "CliSessions", "GatewayEndpoint"]
+__all__ = ["CallRecorder", "CliSessions", "GatewayEndpoint", "last_cli_state"]
+
+log = logging.getLogger(__name__)
 
 
 class _Metered(Protocol):
@@ -86,6 +97,7 @@ class _Tap:
     turns: int
     refused: dict[str, Any] | None = None
     errors: int = field(default=0)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)  # set at the first budget refusal
 
 
 class CallRecorder:
@@ -107,6 +119,7 @@ class CallRecorder:
             m = self._meter.session_usage(session_id)
             tap = self._taps[session_id] = _Tap(m.usage, m.cost_usd, m.calls, turns)
         tap.refused = None
+        tap.stop = asyncio.Event()
         return tap
 
     async def __call__(self, session_id: str, outcome: dict[str, Any]) -> None:
@@ -116,6 +129,7 @@ class CallRecorder:
         kind = outcome.get("outcome")
         if kind == "budget_exhausted":
             tap.refused = {"scope": outcome.get("scope", "session"), "detail": str(outcome.get("message", ""))}
+            tap.stop.set()
             return
         if kind == "error":
             data = {
@@ -157,7 +171,8 @@ class CliSessions:
 
     async def __call__(self, attempt: Attempt) -> SessionOutcome:
         sid = attempt.session_id
-        view = SessionView.from_events((await attempt.log.wake(sid)).events)
+        woken = (await attempt.log.wake(sid)).events
+        view = SessionView.from_events(woken)
         if view.state.terminal:
             return SessionOutcome(sid, Outcome(view.state.value))
         attempt.gateway.restore_spent(sid, view.usage, view.cost_usd)
@@ -168,6 +183,8 @@ class CliSessions:
         )
         root = self._endpoint.root_url
         access = GatewayAccess(openai_base_url=root + "/v1", anthropic_base_url=root, token=self._endpoint.issue(sid))
+        resume = last_cli_state(woken)
+        kept: list[CliState] = []
         try:
             with attempt.progress.bounded_wait():
                 out = await run_cli_agent(
@@ -178,17 +195,27 @@ class CliSessions:
                     task=view.task,
                     gateway=access,
                     input_root=self._input_root,
+                    resume=resume,
+                    stop=tap.stop,
+                    keep=kept.append,
                 )
+        except asyncio.CancelledError:
+            if kept:  # preempted or moved: the next attempt continues from here
+                await asyncio.shield(attempt.log.emit_event(sid, EventType.CLI_STATE, kept[-1].to_dict()))
+            raise
         finally:
             self._endpoint.tokens.revoke(sid)  # nothing the command left behind can spend more
         if tap.refused is not None:
+            await self._keep(attempt, out)
             paused = {"reason": "budget", **tap.refused}
             await attempt.log.emit_event(sid, EventType.SESSION_PAUSED, paused)
             return SessionOutcome(sid, Outcome.PAUSED, "budget")
-        if out.timed_out:
-            raise TimeoutError(out.error or "the CLI agent timed out")
         if not out.ok:
-            raise AttemptFailed(f"the CLI agent failed: {out.error}")
+            await self._keep(attempt, out)
+            log.warning("%s attempt %d: the CLI agent %s", sid, attempt.number, out.error)
+            if out.timed_out:
+                raise TimeoutError(out.error or "the CLI agent timed out")
+            raise AttemptFailed(f"the CLI agent {out.error}")
         reported: dict[str, Any] = {"usage": out.usage.to_dict()}
         if out.cost_usd is not None:
             reported["cost_usd"] = str(out.cost_usd)
@@ -198,7 +225,22 @@ class CliSessions:
             "results": len(out.items),
             "exit_code": out.exit_code,
             "reported": reported,
+            "cli_session_id": out.cli_session_id,
+            "continued": resume is not None,
         }
         events.append((EventType.SESSION_COMPLETED, done))
         await attempt.log.emit_events(sid, events)
         return SessionOutcome(sid, Outcome.COMPLETED)
+
+    @staticmethod
+    async def _keep(attempt: Attempt, out: CliOutcome) -> None:
+        if out.state is not None:
+            await attempt.log.emit_event(attempt.session_id, EventType.CLI_STATE, out.state.to_dict())
+
+
+def last_cli_state(events: list[Event] | tuple[Event, ...]) -> CliState | None:
+    """What the session's last unfinished attempt left of the CLI's conversation, if anything."""
+    for ev in reversed(events):
+        if ev.type == EventType.CLI_STATE:
+            return CliState.from_dict(ev.data)
+    return None

@@ -48,6 +48,7 @@ class EventType(StrEnum):
     BUDGET_RAISED = "budget_raised"  # {tokens?, usd?}
     ROUTE = "route"  # {model, reason}
     ALARM = "alarm"  # {kind, message}
+    CLI_STATE = "cli_state"  # {format, cli_session_id, workdir, files, bytes}: a CLI agent's own conversation
 
 
 class SessionState(StrEnum):

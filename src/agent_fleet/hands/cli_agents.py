@@ -15,24 +15,48 @@ dispatcher can reassign the session; when the command exits, its process group i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import UsageError
-from agent_fleet.hands.cli_formats import FORMATS, CliReport, parse_output
+from agent_fleet.hands.cli_formats import FORMATS, CliReport, edited_paths, parse_output
+from agent_fleet.hands.cli_state import CliState, read_own_files, resumed_command
 from agent_fleet.hands.resources import ResourceSpec
-from agent_fleet.hands.sandbox import SandboxError, SandboxProvider
+from agent_fleet.hands.sandbox import CompletedRun, Sandbox, SandboxError, SandboxProvider
 
-__all__ = ["CliAgentSpec", "CliOutcome", "GatewayAccess", "render_command", "run_cli_agent"]
+__all__ = ["QUIET_ENV", "CliAgentSpec", "CliOutcome", "GatewayAccess", "render_command", "run_cli_agent"]
 
 PARTITION_FILE = ".fleet-partition.txt"
 ANALYTICS_FILE = ".fleet-analytics.jsonl"
 _STDERR_TAIL = 2000
+_ERROR_TAIL = 600  # of stderr, in the error an attempt fails with
+_STOP_GRACE = 2.0  # seconds a CLI refused on budget gets to exit by itself before it is stopped
+
+# Every CLI agent runs with these: no telemetry, update checks, error reports or other traffic that
+# is not a model call (Claude Code, aider, litellm; Codex has no such switches and is covered by the
+# proxy below).
+QUIET_ENV = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_BUG_COMMAND": "1",
+    "AIDER_ANALYTICS": "false",
+    "AIDER_CHECK_UPDATE": "false",
+    "AIDER_SHOW_RELEASE_NOTES": "false",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "NO_COLOR": "1",
+}
+# Without egress, a proxy nobody listens on: anything but the gateway fails at once.
+_NO_EGRESS_PROXY = "http://127.0.0.1:9"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +65,7 @@ class CliAgentSpec:
     format: str = "jsonl"  # --agent-format
     timeout: float = 900.0  # hard wall clock per run
     resources: ResourceSpec = field(default_factory=ResourceSpec)
+    egress: bool = False  # may reach hosts other than the gateway (fleet.yaml hands.allow_network)
 
     def __post_init__(self) -> None:
         if not self.command.strip():
@@ -76,6 +101,9 @@ class CliOutcome:
     error: str | None
     stderr_tail: str
     duration: float
+    cli_session_id: str | None = None  # the tool's own conversation id
+    state: CliState | None = None  # the tool's conversation files as the run left them
+    stopped: bool = False  # stopped after a budget refusal
 
     @property
     def ok(self) -> bool:
@@ -114,6 +142,79 @@ def _result_items(report: CliReport, session_id: str, partition_id: str) -> tupl
     return tuple(out)
 
 
+def agent_env(
+    *, task: str, partition_file: str, session_id: str, analytics_log: str, gateway: GatewayAccess, egress: bool
+) -> dict[str, str]:
+    """The environment a CLI agent runs with (SPEC.md "CLI agents")."""
+    env = {
+        **QUIET_ENV,
+        "FLEET_TASK": task,
+        "FLEET_PARTITION": partition_file,
+        "FLEET_SESSION_ID": session_id,
+        "FLEET_ANALYTICS_LOG": analytics_log,
+        "OPENAI_BASE_URL": gateway.openai_base_url,
+        "ANTHROPIC_BASE_URL": gateway.anthropic_base_url,
+        "OPENAI_API_KEY": gateway.token,
+        "ANTHROPIC_API_KEY": gateway.token,
+    }
+    if not egress:
+        hosts = {"127.0.0.1", "localhost", "::1"}
+        hosts |= {urlsplit(u).hostname or "" for u in (gateway.openai_base_url, gateway.anthropic_base_url)}
+        direct = ",".join(sorted(h for h in hosts if h))
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+            env[name] = env[name.lower()] = _NO_EGRESS_PROXY
+        env["NO_PROXY"] = env["no_proxy"] = direct
+    return env
+
+
+async def _write_file(box: Sandbox, path: Path, text: str) -> None:
+    """Write a file inside the sandbox as its own user, so the command owns what it continues."""
+    q = shlex.quote(str(path))
+    cmd = f"mkdir -p {shlex.quote(str(path.parent))} && cat > {q}"
+    wrote = await box.run(["/bin/sh", "-c", cmd], stdin=text.encode(), timeout=60)
+    if not wrote.ok:
+        raise SandboxError(f"could not write {path.name} into the sandbox: {wrote.stderr.strip()[:200]}")
+
+
+async def _run_until_stopped(
+    box: Sandbox, cmd: str, *, timeout: float, env: dict[str, str], stop: asyncio.Event | None
+) -> tuple[CompletedRun, bool]:
+    """Run ``cmd``; once ``stop`` is set it gets a short grace to exit, then its group is killed."""
+    if stop is None:
+        return await box.run(cmd, timeout=timeout, env_extra=env), False
+    async with asyncio.TaskGroup() as tg:
+        running = tg.create_task(box.run(cmd, timeout=timeout, env_extra=env))
+        stopping = tg.create_task(stop.wait())
+        await asyncio.wait([running, stopping], return_when=asyncio.FIRST_COMPLETED)
+        if not running.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(running), _STOP_GRACE)
+        if not running.done():
+            running.cancel()
+        stopping.cancel()
+    if running.cancelled():
+        return CompletedRun(exit_code=None, stdout="", stderr="", killed=True), True
+    return running.result(), stop.is_set()
+
+
+def _failure(run: CompletedRun, report: CliReport, timeout: float) -> str | None:
+    """Why the attempt failed (None: it did not), with the tail of the command's stderr."""
+    if run.timed_out:
+        return f"timed out after {timeout:g} s; killed"
+    if run.killed:
+        error = f"killed by signal {run.signal}"
+    elif run.exit_code != 0:
+        error = f"exited with code {run.exit_code}"
+        if report.error is not None:
+            error += f": {report.error}"
+    elif report.error is not None:
+        error = f"reported an error: {report.error}"
+    else:
+        return None
+    tail = run.stderr.strip()[-_ERROR_TAIL:]
+    return f"{error}; stderr: {tail}" if tail else error
+
+
 async def run_cli_agent(
     spec: CliAgentSpec,
     *,
@@ -123,11 +224,18 @@ async def run_cli_agent(
     task: str,
     gateway: GatewayAccess,
     input_root: Path | None = None,
+    resume: CliState | None = None,
+    stop: asyncio.Event | None = None,
+    keep: Callable[[CliState], None] | None = None,
 ) -> CliOutcome:
     """Run ``spec.command`` for one partition in a fresh sandbox and read its output.
 
-    Never raises for what the CLI does (non-zero exit, garbage output, a hang): that is in the
-    outcome. Raises :class:`SandboxError` only if no sandbox could be created.
+    With ``resume`` (what an earlier attempt left), the tool's conversation is written back and the
+    command continues it (:mod:`~agent_fleet.hands.cli_state`). Once ``stop`` is set (the gateway
+    refused a call on budget) the command is stopped. If the attempt is cancelled, ``keep`` gets
+    the conversation as the command left it. Never raises for what the CLI does (non-zero
+    exit, garbage output, a hang): that is in the outcome. Raises :class:`SandboxError` only if no
+    sandbox could be created.
     """
     source = input_root if partition.kind is InputKind.DIRECTORY else None
     items = partition.items if source is not None else ()
@@ -135,40 +243,43 @@ async def run_cli_agent(
         spec.resources, session_id=session_id, source=source, items=items, allow_network=True
     )
     try:
-        partition_file = str(box.workdir / PARTITION_FILE)
-        analytics_log = str(box.workdir / ANALYTICS_FILE)
-        wrote = await box.run(
-            ["/bin/sh", "-c", f"cat > {shlex.quote(partition_file)}"],
-            stdin=_partition_lines(partition).encode(),
-            timeout=60,
+        home = box.workdir
+        partition_file = str(home / PARTITION_FILE)
+        analytics_log = str(home / ANALYTICS_FILE)
+        await _write_file(box, Path(partition_file), _partition_lines(partition))
+        if resume is not None:
+            for rel, text in resume.relocated(home).items():
+                await _write_file(box, home / rel, text)
+        env = agent_env(
+            task=task,
+            partition_file=partition_file,
+            session_id=session_id,
+            analytics_log=analytics_log,
+            gateway=gateway,
+            egress=spec.egress,
         )
-        if not wrote.ok:
-            raise SandboxError(f"could not write the partition file: {wrote.stderr.strip()[:200]}")
-        env = {
-            "FLEET_TASK": task,
-            "FLEET_PARTITION": partition_file,
-            "FLEET_SESSION_ID": session_id,
-            "FLEET_ANALYTICS_LOG": analytics_log,
-            "OPENAI_BASE_URL": gateway.openai_base_url,
-            "ANTHROPIC_BASE_URL": gateway.anthropic_base_url,
-            "OPENAI_API_KEY": gateway.token,
-            "ANTHROPIC_API_KEY": gateway.token,
-        }
-        cmd = render_command(spec.command, task=task, partition_file=partition_file, analytics_log=analytics_log)
-        run = await box.run(cmd, timeout=spec.timeout, env_extra=env)
-        analytics = ""
-        if spec.format == "aider":
-            analytics = await asyncio.to_thread(_read_text, Path(analytics_log))
-        report = parse_output(spec.format, run.stdout, analytics_log=analytics)
+        command = resumed_command(spec.command, spec.format, resume)
+        cmd = render_command(command, task=task, partition_file=partition_file, analytics_log=analytics_log)
+        try:
+            run, stopped = await _run_until_stopped(box, cmd, timeout=spec.timeout, env=env, stop=stop)
+        except asyncio.CancelledError:  # preempted or moved: keep the conversation for the next attempt
+            if keep is not None:
+                left = await asyncio.to_thread(read_own_files, spec.format, home)
+                sid = resume.cli_session_id if resume is not None else None
+                if left:
+                    keep(CliState(spec.format, _session_in(spec.format, left) or sid, str(home), left))
+            raise
+        analytics = await asyncio.to_thread(_read_text, Path(analytics_log)) if spec.format == "aider" else ""
+        files = await asyncio.to_thread(read_own_files, spec.format, home)
+        edited = tuple(edited_paths(spec.format, run.stdout, files))
+        if edited:
+            files.update(await asyncio.to_thread(read_own_files, "jsonl", home, edited))
+        report = parse_output(spec.format, run.stdout, analytics_log=analytics, files=files)
     finally:
         await box.aclose()
-    error = report.error
-    if run.timed_out:
-        error = f"timed out after {spec.timeout:g} s; killed"
-    elif run.killed:
-        error = f"killed by signal {run.signal}"
-    elif run.exit_code != 0 and error is None:
-        error = f"exited with code {run.exit_code}"
+    conversation = {k: v for k, v in files.items() if k not in edited}
+    sid = report.cli_session_id or (resume.cli_session_id if resume is not None else None)
+    state = CliState(spec.format, sid, str(home), conversation) if conversation else resume
     return CliOutcome(
         session_id=session_id,
         partition_id=partition.id,
@@ -178,10 +289,18 @@ async def run_cli_agent(
         exit_code=run.exit_code,
         timed_out=run.timed_out,
         killed=run.killed,
-        error=error,
+        error=_failure(run, report, spec.timeout),
         stderr_tail=run.stderr[-_STDERR_TAIL:],
         duration=run.duration,
+        cli_session_id=sid,
+        state=state,
+        stopped=stopped,
     )
+
+
+def _session_in(fmt: str, files: dict[str, str]) -> str | None:
+    """The tool's session id from its own files alone (the run printed nothing)."""
+    return parse_output(fmt, "", files=files).cli_session_id
 
 
 def _read_text(path: Path) -> str:

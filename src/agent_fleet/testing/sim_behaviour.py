@@ -4,7 +4,8 @@ It follows the built-in agent's tool protocol (SPEC.md): a directory partition i
 (at most 25 calls per turn), reviewed by the deterministic detectors and reported with one
 ``submit_result`` (several only beyond 200 findings); a list partition is answered five items per
 ``submit_result``; then ``finish``. A verifier request (``submit_verdict`` offered) gets one verdict.
-Without tools the answer is prose. Nothing here reads a clock or an RNG, so the same conversation always
+Without tools the answer is prose. Coding CLIs (Claude Code, Codex CLI, aider) are answered as
+:mod:`agent_fleet.testing.sim_coding` describes. Nothing here reads a clock or an RNG, so the same conversation always
 gets the same reply.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
+from agent_fleet.testing.sim_coding import coding_reply
 from agent_fleet.testing.sim_conversation import Conversation, SimToolCall
 from agent_fleet.testing.sim_detectors import Finding, detect
 from agent_fleet.testing.sim_items import note_for_item, plain_answer, verdict_for
@@ -164,6 +166,9 @@ def _items(items: tuple[str, ...], history: _History, tools: frozenset[str]) -> 
 
 def decide(conv: Conversation, *, refute_pct: float = 10.0, unsure_pct: float = 5.0) -> Reply:
     """The next assistant turn for this conversation."""
+    coding = coding_reply(conv)
+    if coding is not None:  # a coding CLI's own tools and prompts (sim_coding)
+        return Reply(coding.text, coding.calls)
     tools = frozenset(conv.tools)
     if not tools:
         users = conv.user_texts()

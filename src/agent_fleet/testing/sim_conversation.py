@@ -59,7 +59,7 @@ class SimToolResult:
 
 @dataclass(frozen=True, slots=True)
 class SimMessage:
-    role: str  # "user" | "assistant" | "tool"
+    role: str  # "user" | "assistant" | "tool" | "system" (a mid-conversation system turn)
     text: str
     tool_calls: tuple[SimToolCall, ...] = ()
     result: SimToolResult | None = None
@@ -107,6 +107,10 @@ class Conversation:
 
     def user_texts(self) -> list[str]:
         return [m.text for m in self.messages if m.role == "user"]
+
+    def context_text(self) -> str:
+        """The system prompt and every system turn, in order."""
+        return "\n".join([self.system, *(m.text for m in self.messages if m.role == "system")])
 
 
 def looks_like_error(text: str) -> bool:
@@ -261,9 +265,12 @@ def from_anthropic(body: dict[str, Any]) -> Conversation:
         raise BadRequest("max_tokens: Field required")
     messages: list[SimMessage] = []
     for raw in raw_messages:
-        if not isinstance(raw, dict) or raw.get("role") not in ("user", "assistant"):
-            raise BadRequest("messages: each message needs role 'user' or 'assistant'")
+        if not isinstance(raw, dict) or raw.get("role") not in ("user", "assistant", "system"):
+            raise BadRequest("messages: each message needs role 'user', 'assistant' or 'system'")
         content = raw.get("content")
+        if raw["role"] == "system":  # a mid-conversation system turn (Claude Code sends them)
+            messages.append(SimMessage("system", _text_of(content)))
+            continue
         if isinstance(content, str) or content is None:
             messages.append(SimMessage(raw["role"], content or ""))
             continue
