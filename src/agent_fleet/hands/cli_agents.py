@@ -122,7 +122,21 @@ def _partition_lines(partition: Partition) -> str:
     return "".join(f"{item}\n" for item in partition.items)
 
 
-def _result_items(report: CliReport, session_id: str, partition_id: str) -> tuple[ResultItem, ...]:
+def _anchored(location: str | None, partition: Partition) -> str | None:
+    """A location as a path of the partition: tools name files relative to where they work (aider
+    without git: the files' common directory), so a path that is the tail of exactly one partition
+    file becomes that file's path."""
+    if location is None or partition.kind is not InputKind.DIRECTORY:
+        return location
+    path, sep, line = location.partition(":")
+    if path in partition.items:
+        return location
+    matches = [p for p in partition.items if p.endswith("/" + path.lstrip("./"))]
+    return f"{matches[0]}{sep}{line}" if len(matches) == 1 else location
+
+
+def _result_items(report: CliReport, session_id: str, partition: Partition) -> tuple[ResultItem, ...]:
+    partition_id = partition.id
     out: list[ResultItem] = []
     for n, raw in enumerate(report.items):
         extra = {k: v for k, v in raw.items() if k not in ("title", "body", "category", "confidence", "location")}
@@ -135,7 +149,7 @@ def _result_items(report: CliReport, session_id: str, partition_id: str) -> tupl
                 body=raw["body"],
                 category=raw.get("category"),
                 confidence=raw.get("confidence"),
-                location=raw.get("location"),
+                location=_anchored(raw.get("location"), partition),
                 extra=extra,
             )
         )
@@ -283,7 +297,7 @@ async def run_cli_agent(
     return CliOutcome(
         session_id=session_id,
         partition_id=partition.id,
-        items=_result_items(report, session_id, partition.id),
+        items=_result_items(report, session_id, partition),
         usage=report.usage,
         cost_usd=report.cost_usd,
         exit_code=run.exit_code,

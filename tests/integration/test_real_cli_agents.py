@@ -1,0 +1,300 @@
+"""The real coding CLIs as fleet members: Claude Code and aider through the run's gateway service.
+
+Each test runs ``agent-fleet deploy --agent-cmd`` with the real program (installed by
+``.ci/install-agent-clis``; found through ``FLEET_TEST_CLAUDE`` / ``FLEET_TEST_AIDER`` or at their
+place in ``.ci-tools/``) against the simulated provider, which answers them as
+``agent_fleet.testing.sim_coding`` describes. Metering must equal the simulated provider's own bill,
+every finding must arrive as its own result, and a session paused on budget must be continued on
+resume: its first request after the raise carries the turns it had before.
+
+Without the programs installed the tests skip, unless ``FLEET_REQUIRE_REAL_CLIS=1`` (``.ci/run`` sets
+it), where a missing program fails. ``FLEET_REAL_CLI_AGENTS=N`` sets the fleet size (default 3; the
+figures in the report come from ``FLEET_REAL_CLI_AGENTS=50``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _hands_support import have_bwrap
+from aiohttp import ClientSession, web
+
+from agent_fleet.domain.events import EventType
+from agent_fleet.domain.ids import session_id_for
+from agent_fleet.domain.model import ChatResponse
+from agent_fleet.session import open_store
+from agent_fleet.testing.sim_detectors import detect
+from agent_fleet.testing.sim_provider import SimConfig, sim_provider_process
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "sk-real-cli-" + "5d2a" * 6
+AGENTS = int(os.environ.get("FLEET_REAL_CLI_AGENTS", "3"))
+REQUIRED = os.environ.get("FLEET_REQUIRE_REAL_CLIS") == "1"
+
+
+def program(env: str, default: str) -> str:
+    path = os.environ.get(env) or str(REPO / ".ci-tools" / default)
+    if not os.access(path, os.X_OK):
+        msg = f"{path} is not installed (bash .ci/install-agent-clis installs it)"
+        if REQUIRED:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    if not have_bwrap() and os.geteuid() == 0:
+        msg = "without bubblewrap, root drops sandboxes to nobody, who cannot enter this checkout"
+        if REQUIRED:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return path
+
+
+# Each session's files: every one holds findings the simulated model's detectors report.
+SNIPPET = (
+    "import hashlib\n\n"
+    "DB_PASSWORD = 'hunter2-{i}'\n\n\n"
+    "def load_{i}(text, seen=[]):\n"
+    "    try:\n"
+    "        return eval(text)\n"
+    "    except:\n"
+    "        pass\n\n\n"
+    "def digest_{i}(data):\n"
+    "    return hashlib.md5(data).hexdigest()\n"
+)
+
+
+def make_repo(root: Path, files: int) -> dict[str, str]:
+    out = {}
+    for i in range(files):
+        rel = f"pkg/mod_{i:03d}.py"
+        out[rel] = SNIPPET.format(i=i) + "# padding line\n" * 40
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(out[rel])
+    return out
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    top = Path(tempfile.mkdtemp(prefix="fleet-real-"))
+    os.chmod(top, 0o755)
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    with sim_provider_process(SimConfig(latency=0.01)) as url:
+        yield url
+
+
+def sim(url: str, path: str, *, post: bool = False) -> dict[str, Any]:
+    req = urllib.request.Request(url.removesuffix("/v1") + path, method="POST" if post else "GET")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return dict(json.loads(r.read()))
+
+
+def cli(*args: str, cwd: Path, url: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(FLEET_BASE_URL=url, FLEET_API_KEY=KEY, FLEET_STORE=f"sqlite:///{cwd / 'fleet.db'}")
+    return subprocess.run(
+        [sys.executable, "-m", "agent_fleet.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def deploy(workdir: Path, url: str, cmd: str, fmt: str, *extra: str, agents: int = AGENTS) -> dict[str, Any]:
+    config = workdir / "fleet.yaml"
+    config.write_text(f"hands: {{sandbox_root: {workdir / 'sandboxes'}}}\ndispatch: {{workers: {agents + 2}}}\n")
+    proc = cli(
+        "deploy",
+        "--task",
+        "Review these files for bugs.",
+        "--input",
+        str(workdir / "repo"),
+        "--agents",
+        str(agents),
+        "--config",
+        str(config),
+        "--agent-cmd",
+        cmd,
+        "--agent-format",
+        fmt,
+        "--embedder",
+        "lexical",
+        "--json",
+        *extra,
+        cwd=workdir,
+        url=url,
+    )
+    assert proc.returncode in (0, 3), proc.stderr[-3000:]
+    assert KEY not in proc.stdout + proc.stderr
+    summary: dict[str, Any] = json.loads(proc.stdout)
+    summary["exit_code"] = proc.returncode
+    return summary
+
+
+async def session_events(workdir: Path, run_id: str) -> dict[str, list[Any]]:
+    async with open_store(f"sqlite:///{workdir / 'fleet.db'}") as log:
+        events = await log.events_of_run(run_id)
+    out: dict[str, list[Any]] = {}
+    for e in events:
+        if ".s" in e.session_id:
+            out.setdefault(e.session_id, []).append(e)
+    return out
+
+
+def expected_findings(files: dict[str, str]) -> set[tuple[str, str]]:
+    return {(f.title, f.location) for path, text in files.items() for f in detect(path, text)}
+
+
+CLAUDE_PROMPT = "\"$(printf '%s\\nFiles:\\n' {task}; sed 's/^/- /' {partition})\""
+
+
+def test_claude_code_fleet_completes_and_metering_equals_the_bill(workdir: Path, sim_url: str) -> None:
+    claude = program("FLEET_TEST_CLAUDE", "npm/node_modules/.bin/claude")
+    files = make_repo(workdir / "repo", 4 * AGENTS)
+    sim(sim_url, "/sim/reset", post=True)
+    summary = deploy(
+        workdir, sim_url, f"{claude} -p {CLAUDE_PROMPT} --output-format json", "claude", "--budget-tokens", "10000000"
+    )
+    bill = sim(sim_url, "/sim/stats")
+    assert summary["status"] == "completed" and summary["sessions"]["completed"] == AGENTS
+    assert (summary["tokens"]["input"], summary["tokens"]["output"]) == (bill["tokens_in"], bill["tokens_out"])
+    results = [json.loads(line) for line in (Path(summary["out_dir"]) / "results.jsonl").read_text().splitlines()]
+    raw = asyncio.run(session_events(workdir, summary["run_id"]))
+    items = [e.data for evs in raw.values() for e in evs if e.type == EventType.RESULT_ITEM]
+    # every finding the model reported through ReportFindings is one result, at its file and line
+    assert {(i["title"][:60], i["location"]) for i in items} == {(t[:60], loc) for t, loc in expected_findings(files)}
+    assert summary["results_raw"] == len(items) and 0 < len(results) <= len(items)
+    for evs in raw.values():
+        done = [e.data for e in evs if e.type == EventType.SESSION_COMPLETED]
+        assert len(done) == 1 and done[0]["cli_session_id"]  # Claude Code's own session id
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the gateway still reserves Claude Code's max_tokens (128,000) in full: issue 14 item 1",
+)
+def test_claude_code_at_the_default_budget(workdir: Path, sim_url: str) -> None:
+    claude = program("FLEET_TEST_CLAUDE", "npm/node_modules/.bin/claude")
+    make_repo(workdir / "repo", 2 * AGENTS)
+    summary = deploy(workdir, sim_url, f"{claude} -p {CLAUDE_PROMPT} --output-format json", "claude")
+    assert summary["status"] == "completed", summary["sessions"]
+
+
+class Recorder:
+    """Sits between the gateway and the simulated provider and keeps each request's messages."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.removesuffix("/v1")
+        self.bodies: list[dict[str, Any]] = []
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        if request.method == "POST" and request.path.endswith(("/messages", "/chat/completions")):
+            self.bodies.append(json.loads(body))
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+        async with (
+            ClientSession() as s,
+            s.request(request.method, self.upstream + request.path_qs, data=body, headers=headers) as r,
+        ):
+            data = await r.read()
+            kept = {k: v for k, v in r.headers.items() if k.lower().startswith(("content-type", "x-", "retry"))}
+            return web.Response(status=r.status, body=data, headers=kept)
+
+
+@asynccontextmanager
+async def recorder(upstream: str) -> AsyncIterator[tuple[Recorder, str]]:
+    rec = Recorder(upstream)
+    app = web.Application(client_max_size=2**26)
+    app.router.add_route("*", "/{tail:.*}", rec.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield rec, f"http://127.0.0.1:{port}/v1"
+    finally:
+        await runner.cleanup()
+
+
+def calls_of(evs: list[Any]) -> list[int]:
+    return [
+        ChatResponse.from_dict(e.data["response"]).usage.total_tokens for e in evs if e.type == EventType.MODEL_RESPONSE
+    ]
+
+
+def test_claude_code_paused_on_budget_is_continued_on_resume(workdir: Path, sim_url: str) -> None:
+    claude = program("FLEET_TEST_CLAUDE", "npm/node_modules/.bin/claude")
+    make_repo(workdir / "repo", 60 * AGENTS)  # reading 60 files takes three turns and far more than the budget
+    budget = 160_000
+    cmd = f"{claude} -p {CLAUDE_PROMPT} --output-format json"
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], Recorder, int]:
+        async with recorder(sim_url) as (rec, url):
+            first = await asyncio.to_thread(deploy, workdir, url, cmd, "claude", "--budget-tokens", str(budget))
+            before = len(rec.bodies)
+            run_id = first["run_id"]
+            raised = await asyncio.to_thread(
+                cli, "budget", "raise", run_id, "--tokens", "10000000", cwd=workdir, url=url
+            )
+            assert raised.returncode == 0, raised.stderr
+            again = await asyncio.to_thread(cli, "resume", run_id, "--json", cwd=workdir, url=url)
+            assert again.returncode == 0, again.stderr[-3000:]
+            return first, json.loads(again.stdout), rec, before
+
+    first, second, rec, before = asyncio.run(scenario())
+    assert first["exit_code"] == 3 and first["sessions"]["paused"] == AGENTS
+    raw = asyncio.run(session_events(workdir, first["run_id"]))
+    for sid in (session_id_for(first["run_id"], i) for i in range(AGENTS)):
+        evs = raw[sid]
+        paused_at = next(n for n, e in enumerate(evs) if e.type == EventType.SESSION_PAUSED)
+        spent = calls_of(evs[:paused_at])
+        # within the bound: every call but the last was admitted below the cap
+        assert spent and sum(spent[:-1]) < budget
+        state = [e.data for e in evs[:paused_at] if e.type == EventType.CLI_STATE]
+        assert state and state[-1]["cli_session_id"]
+        done = next(e.data for e in evs if e.type == EventType.SESSION_COMPLETED)
+        assert done["continued"] and done["cli_session_id"] == state[-1]["cli_session_id"]
+    assert second["status"] == "completed" and second["sessions"]["completed"] == AGENTS
+    # the first request of each session after the raise carries the turns it had before the pause
+    for evs in raw.values():
+        listed = "- " + evs[0].data["partition"]["items"][0] + "\n"  # its partition, in its first message
+        mine = [b for b in rec.bodies[before:] if listed in json.dumps(b["messages"][:3])[:20000].replace("\\n", "\n")]
+        roles = [m["role"] for m in mine[0]["messages"]]
+        assert "assistant" in roles and roles.count("user") >= 2, roles
+
+
+def test_aider_fleet_distinct_findings_are_distinct_results(workdir: Path, sim_url: str) -> None:
+    aider = program("FLEET_TEST_AIDER", "aider/bin/aider")
+    files = make_repo(workdir / "repo", 3 * AGENTS)
+    sim(sim_url, "/sim/reset", post=True)
+    cmd = (
+        f"{aider} --model openai/gpt-4.1-mini --message {{task}} --analytics-log {{analytics_log}} "
+        "--no-git --yes-always --no-pretty --no-stream $(cat {partition})"
+    )
+    summary = deploy(workdir, sim_url, cmd, "aider", "--budget-tokens", "10000000")
+    bill = sim(sim_url, "/sim/stats")
+    assert summary["status"] == "completed" and summary["sessions"]["completed"] == AGENTS
+    assert (summary["tokens"]["input"], summary["tokens"]["output"]) == (bill["tokens_in"], bill["tokens_out"])
+    raw = asyncio.run(session_events(workdir, summary["run_id"]))
+    items = [e.data for evs in raw.values() for e in evs if e.type == EventType.RESULT_ITEM]
+    assert {(i["title"], i["location"]) for i in items} == expected_findings(files)
+    assert len(items) == len(expected_findings(files)) > AGENTS  # not one result per session
