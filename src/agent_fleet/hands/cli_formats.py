@@ -240,10 +240,11 @@ def _parse_claude(stdout: str, files: Mapping[str, str]) -> CliReport:
             per_model[str(model)] = Usage(_int(mu.get("inputTokens")) + r + w, _int(mu.get("outputTokens")), r, w)
     text = result.get("result") if isinstance(result.get("result"), str) else None
     error: str | None = None
-    if result.get("is_error"):
-        error = _short(text) if text and text.strip() else str(result.get("subtype") or "error")
-    elif str(result.get("subtype", "success")) != "success":
-        error = str(result.get("subtype"))
+    subtype = str(result.get("subtype") or "success")
+    if subtype != "success":
+        error = subtype
+    elif result.get("is_error"):  # e.g. "API Error: 401 ..." after an authentication failure, exit code 0 or not
+        error = _short(text) if text and text.strip() else "error"
     reported = _reported_findings(transcript)
     items = reported if reported is not None else items_from_text(text)
     return CliReport(

@@ -143,3 +143,40 @@ def test_spec_validation() -> None:
         CliAgentSpec(command="  ")
     with pytest.raises(UsageError):
         parse_output("xml", "")
+
+
+def test_claude_api_error_fails_and_findings_come_from_its_transcript() -> None:
+    api = {**CLAUDE, "is_error": True, "subtype": "success", "result": "API Error: 401 invalid x-api-key"}
+    assert parse_output("claude", json.dumps(api)).error == "API Error: 401 invalid x-api-key"
+    finding = {"file": "a.py", "line": 3, "summary": "eval on input", "short_summary": "eval", "category": "security"}
+    call = {"type": "tool_use", "id": "t1", "name": "ReportFindings", "input": {"findings": [finding, {"file": "b"}]}}
+    entry = {"type": "assistant", "message": {"role": "assistant", "content": [call]}}
+    transcript = "\n".join(json.dumps(e) for e in [{"type": "user"}, entry, entry])  # a repeated entry counts once
+    done = {**CLAUDE, "session_id": "abc", "result": "Reported 1 finding."}
+    rep = parse_output("claude", json.dumps(done), files={".claude/projects/-w/abc.jsonl": transcript})
+    assert rep.items == ({"title": "eval", "body": "eval on input", "category": "security", "location": "a.py:3"},)
+    assert rep.cli_session_id == "abc"
+    # killed before it printed anything: the session id is still read from the transcript's name
+    assert parse_output("claude", "", files={".claude/projects/-w/abc.jsonl": transcript}).cli_session_id == "abc"
+
+
+def test_aider_history_gives_one_result_per_finding_edits_and_errors() -> None:
+    f1 = json.dumps({"title": "Bare except", "body": "b1", "location": "a.py:4"})
+    f2 = json.dumps({"title": "eval", "body": "b2", "location": "a.py:3"})
+    edit = "a.py\n```python\n<<<<<<< SEARCH\n    except:\n=======\n    except ValueError:\n>>>>>>> REPLACE\n```"
+    history = "\n".join(
+        ["# aider chat started at 2025", "#### Review", f"Found two.\n{f1}\n{f2}\n{edit}", "> Applied edit to a.py"]
+    )
+    files = {
+        ".aider.chat.history.md": history,
+        "a.py": "def f(x):\n    try:\n        return 1\n    except ValueError:\n",
+    }
+    rep = parse_output("aider", "chatter", files=files)
+    assert [i["title"] for i in rep.items] == ["Bare except", "eval", "Edited a.py"]
+    assert rep.items[2]["location"] == "a.py:4" and rep.items[2]["category"] == "edit"
+    assert rep.error is None and rep.cli_session_id == ".aider.chat.history.md"
+    failed = "#### Review\n> litellm.AuthenticationError: AuthenticationError: OpenAIException - bad key\n"
+    out = parse_output("aider", "", files={".aider.chat.history.md": failed})
+    assert out.error is not None and out.error.startswith("litellm.AuthenticationError") and out.items == ()
+    recovered = failed + "> Tokens: 1k sent, 20 received.\nAll good.\n"
+    assert parse_output("aider", "", files={".aider.chat.history.md": recovered}).error is None
