@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from decimal import Decimal
@@ -11,7 +12,10 @@ from _hands_support import git_repo, have_bwrap, owner_pids, sandbox_root
 from _stub_gateway import StubGateway, stub_gateway
 
 from agent_fleet.domain.plan import InputKind, Partition
+from agent_fleet.errors import UsageError
 from agent_fleet.hands.cli_agents import CliAgentSpec, GatewayAccess, run_cli_agent
+from agent_fleet.hands.cli_check import check_agent_command
+from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import LocalSandboxProvider, SandboxConfig
 from agent_fleet.testing.cli_standins import standin_command
 
@@ -114,7 +118,7 @@ async def test_budget_stops_a_cli_agent(provider: LocalSandboxProvider) -> None:
             gateway=gate,
         )
     assert gw.calls[gate.token] == 1 and gw.refused[gate.token] == 1
-    assert not out.ok and out.error == "RateLimitError"
+    assert not out.ok and out.error == "exited with code 1: RateLimitError"
     assert out.usage.total_tokens == gw.used[gate.token]
 
 
@@ -138,3 +142,31 @@ async def test_directory_partition_runs_in_a_worktree_with_its_partition_file(
         )
     assert out.ok, out.stderr_tail
     assert [(i.title, i.body, i.location) for i in out.items] == [("beta", "check", "b.py")]
+
+
+async def test_a_command_that_cannot_start_fails_with_its_stderr(
+    provider: LocalSandboxProvider, tmp_path: Path
+) -> None:
+    async with stub_gateway() as gw:
+        out = await run_cli_agent(
+            CliAgentSpec(command="/nonexistent/agent --go", format="jsonl", timeout=30),
+            provider=provider,
+            session_id="s-nostart",
+            partition=partition(),
+            task="t",
+            gateway=access(gw),
+        )
+    assert out.exit_code == 127 and out.error is not None
+    assert out.error.startswith("exited with code 127; stderr: ") and "/nonexistent/agent" in out.error
+
+
+async def test_the_pre_run_check_names_a_program_the_sandbox_cannot_start(
+    provider: LocalSandboxProvider, tmp_path: Path
+) -> None:
+    script = tmp_path / "agent"
+    script.write_text("#!/nonexistent/python3\nprint('x')\n")
+    script.chmod(0o755)
+    # the sandbox shows neither this directory nor the interpreter: the check names the first it misses
+    with pytest.raises(UsageError, match=rf"cannot start inside the sandbox: {re.escape(str(script))}: not found"):
+        await check_agent_command(f"{script} -p x", provider, ResourceSpec())
+    await check_agent_command("/bin/true", provider, ResourceSpec())  # a system program is fine
