@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from agent_fleet.hands.isolation import ExecShim
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import LocalSandboxProvider, SandboxConfig
 
@@ -32,7 +33,10 @@ echo "HUNT DONE"
 
 
 def provider(mode: str, root: str) -> LocalSandboxProvider:
-    return LocalSandboxProvider(SandboxConfig(root=Path(root), use_bwrap=(mode == "bwrap")))
+    prov = LocalSandboxProvider(SandboxConfig(root=Path(root), use_bwrap=(mode == "bwrap")))
+    if os.environ.get("FLEET_TEST_SHIM") == "python":  # the fallback, where util-linux is present too
+        prov.shim = ExecShim()
+    return prov
 
 
 async def hunt(mode: str, root: str, engine_dir: str) -> None:

@@ -26,11 +26,14 @@ def root() -> Iterator[Path]:
         yield r
 
 
-def start_engine(mode: str, root: Path, repo: Path, with_mcp: bool) -> tuple[subprocess.Popen[str], str, str]:
+def start_engine(
+    mode: str, root: Path, repo: Path, with_mcp: bool, shim: str = "default"
+) -> tuple[subprocess.Popen[str], str, str]:
     argv = [sys.executable, str(CHILD), "hold", mode, str(root), str(repo)]
     if with_mcp:
         argv.append(str(MCP_SERVER))
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "FLEET_TEST_SHIM": shim}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("READY"):
@@ -50,6 +53,60 @@ def wait_gone(owner: str, seconds: float = 5.0) -> list[int]:
     return owner_pids(owner)
 
 
+def stop(proc: subprocess.Popen[str]) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe:
+            pipe.close()
+
+
+def leaders(owner: str, parent: int) -> list[int]:
+    """The engine's direct sandboxed children: each command's first process."""
+    out = []
+    for pid in owner_pids(owner):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            out.append(pid)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shim", ["default", "python"])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_sandbox_dies_with_its_engine(mode: str, shim: str, root: Path, tmp_path: Path) -> None:
+    """The parent-death kill: no reaper runs here, yet the command the engine started is gone."""
+    if mode == "bwrap" and not have_bwrap():
+        pytest.skip("bubblewrap is not available here")
+    repo = git_repo(tmp_path / "repo", {"main.py": "print('hi')\n"})
+    proc, owner, _ = start_engine(mode, root, repo, with_mcp=False, shim=shim)
+    try:
+        first = leaders(owner, proc.pid)
+        assert len(first) == 1, "one command, one first process"
+    finally:
+        stop(proc)
+    deadline = time.monotonic() + 5.0
+    while alive(first[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(first[0])
+    Reaper(root).reap(live_session_ids=set())
+    assert wait_gone(owner) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("with_mcp", [False, True])
 def test_kill9_then_reap_leaves_nothing(mode: str, with_mcp: bool, root: Path, tmp_path: Path) -> None:
@@ -64,12 +121,7 @@ def test_kill9_then_reap_leaves_nothing(mode: str, with_mcp: bool, root: Path, t
         assert (root / sandbox_id / "work" / "main.py").exists()
         assert len(worktrees(repo)) == 2
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
-        if proc.stderr:
-            proc.stderr.close()
+        stop(proc)
     report = Reaper(root).reap(live_session_ids=set())
     assert sandbox_id in report.sandboxes
     if mode == "plain":  # no namespace died with the engine: the reaper itself killed the leftovers

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from _hands_support import MODES, git_repo, make_provider, marked_pids, sandbox_root, worktrees
 
+from agent_fleet.hands import isolation
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import LazySandbox, SandboxError, SandboxState
 from agent_fleet.hands.shell import SandboxHands
@@ -211,5 +212,56 @@ async def test_plain_mode_drops_root_to_nobody(root: Path) -> None:
     try:
         run = await box.run("id -u; touch mine && echo wrote")
         assert run.stdout.split() == ["65534", "wrote"]
+    finally:
+        await box.aclose()
+
+
+SHIMS = {"util-linux": isolation.exec_shim(), "python": isolation.ExecShim()}
+
+
+def _limit(limits: str, name: str) -> list[str]:
+    line = next(row for row in limits.splitlines() if row.startswith(name))
+    return line[len(name) :].split()[:2]
+
+
+@pytest.mark.parametrize("shim", sorted(SHIMS))
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_exec_shim_applies_every_limit(mode: str, shim: str, root: Path) -> None:
+    if shim == "util-linux" and SHIMS[shim].kind != "util-linux":
+        pytest.skip("setpriv/prlimit are not usable here")
+    provider = make_provider(mode, root)
+    provider.shim = SHIMS[shim]
+    spec = ResourceSpec.of({"cpu": "250m", "memory": "64Mi"}, {"cpu": "500m", "memory": "128Mi"})
+    spec = ResourceSpec(requests=spec.requests, limits=spec.limits, max_file_bytes=2**20, max_processes=77)
+    box = await provider.provision(spec, session_id="s-shim")
+    try:
+        run = await box.run("cat /proc/self/limits", timeout=8.0)
+        assert run.ok, run.stderr
+        cpu = spec.cpu_seconds(8.0)
+        assert _limit(run.stdout, "Max cpu time") == [str(cpu), str(cpu + 1)]
+        assert _limit(run.stdout, "Max address space") == [str(128 * 2**20)] * 2
+        assert _limit(run.stdout, "Max file size") == [str(2**20)] * 2
+        assert _limit(run.stdout, "Max core file size") == ["0", "0"]
+        if mode == "plain" or os.geteuid() != 0:
+            assert _limit(run.stdout, "Max processes") == ["77", "77"]
+        if mode == "plain":  # bwrap reports a missing command itself
+            missing = await box.run(["no-such-command-here"])
+            assert missing.exit_code == 127 and "cannot start the command" in missing.stderr
+    finally:
+        await box.aclose()
+
+
+@pytest.mark.parametrize("shim", sorted(SHIMS))
+async def test_plain_mode_drops_uid_gid_and_groups(shim: str, root: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root drops privileges")
+    if shim == "util-linux" and SHIMS[shim].kind != "util-linux":
+        pytest.skip("setpriv/prlimit are not usable here")
+    provider = make_provider("plain", root)
+    provider.shim = SHIMS[shim]
+    box = await provider.provision(ResourceSpec(), session_id="s-ids")
+    try:
+        run = await box.run("id -u; id -g; id -G")
+        assert run.stdout.split() == ["65534", "65534", "65534"]
     finally:
         await box.aclose()

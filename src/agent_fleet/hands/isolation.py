@@ -19,6 +19,11 @@ What a sandboxed process gets, by mode:
 that map to host root (bubblewrap run by root); there the pid namespace and the wall-clock kill bound
 what a fork bomb can do.
 
+Limits and the parent-death kill are applied by an exec shim in front of the command (util-linux
+``setpriv --pdeathsig KILL`` and ``prlimit`` where they work, else a few lines of ``python -I -S``),
+and the uid/gid drop by ``subprocess``'s own ``user=``/``group=``/``extra_groups=``: no Python code
+runs between ``fork`` and ``exec``, which is not safe in a process that has threads.
+
 Every process the hands start carries ``FLEET_OWNER=<pid>:<start time>`` of the engine process
 (and sandboxes ``FLEET_SANDBOX_ID``), so the reaper can find and kill leftovers of an owner that
 died, even ones that left their process group.
@@ -31,22 +36,25 @@ import ctypes
 import ctypes.util
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "OWNER_VAR",
     "SANDBOX_VAR",
     "BwrapOptions",
+    "ExecShim",
+    "ProcessLimits",
     "bwrap_argv",
     "bwrap_path",
+    "exec_shim",
     "forbidden_values",
     "is_credential_name",
     "isolation_note",
@@ -54,7 +62,6 @@ __all__ = [
     "make_parent_undumpable",
     "owner_alive",
     "owner_token",
-    "preexec",
     "process_env",
     "scan_marked",
     "scrub_env",
@@ -176,7 +183,6 @@ def kill_marked(match: Callable[[dict[str, str]], bool]) -> list[int]:
 
 
 # -- the child side ---------------------------------------------------------------------------
-_PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 
 
@@ -196,28 +202,100 @@ def make_parent_undumpable() -> None:
         libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-def preexec(
-    *, cpu_seconds: int, memory: int, nproc: int | None, fsize: int, uid: int | None, gid: int | None
-) -> Callable[[], None]:
-    """The function run in the child between fork and exec. Must not allocate much or lock."""
-    libc = _libc()
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessLimits:
+    """What a sandboxed command may use; ``nproc`` None leaves RLIMIT_NPROC alone."""
 
-    def run() -> None:
-        if libc is not None:
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-        if nproc is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        if gid is not None:
-            os.setgroups([])
-            os.setgid(gid)
-        if uid is not None:
-            os.setuid(uid)
+    cpu_seconds: int
+    memory: int
+    fsize: int
+    nproc: int | None = None
 
-    return run
+    def rlimits(self) -> list[tuple[str, int, int]]:
+        """(resource, soft, hard): core dumps off, CPU with one second of SIGXCPU before SIGKILL."""
+        out = [
+            ("core", 0, 0),
+            ("cpu", self.cpu_seconds, self.cpu_seconds + 1),
+            ("as", self.memory, self.memory),
+            ("fsize", self.fsize, self.fsize),
+        ]
+        if self.nproc is not None:
+            out.append(("nproc", self.nproc, self.nproc))
+        return out
+
+
+# Runs as ``python -I -S -c _SHIM PARENT_PID UID RLIMIT... -- ARGV`` (UID ``-``: keep the user). The
+# parent-death signal is set again after a uid change (the kernel clears it on one), and each time
+# followed by a check that the parent did not die before it was set.
+_SHIM = """import ctypes, os, resource, sys
+a = sys.argv
+libc = ctypes.CDLL(None)
+def die_with_parent():
+    libc.prctl(1, 9, 0, 0, 0)
+    if os.getppid() != int(a[1]):
+        os._exit(137)
+die_with_parent()
+i = a.index("--")
+for spec in a[3:i]:
+    name, soft, hard = spec.split(":")
+    resource.setrlimit(getattr(resource, "RLIMIT_" + name.upper()), (int(soft), int(hard)))
+if a[2] != "-":
+    os.setgroups([])
+    os.setgid(int(a[2]))
+    os.setuid(int(a[2]))
+    die_with_parent()
+try:
+    os.execvp(a[i + 1], a[i + 1:])
+except OSError as exc:
+    sys.stderr.write("cannot start the command: %s\\n" % exc.strerror)
+    os._exit(127)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ExecShim:
+    """What kills a command with its parent, applies its rlimits and drops its user, before exec.
+
+    :meth:`prepare` returns the argv (a prefix in front of the command) and the extra keyword
+    arguments for ``subprocess``/``asyncio.create_subprocess_exec``.
+    """
+
+    setpriv: str | None = None  # util-linux, when both it and prlimit work here
+    prlimit: str | None = None
+    # The interpreter itself, not a virtualenv's link to it; it starts as the engine's user and
+    # drops to ``uid`` itself, so it need not be reachable by the sandbox user.
+    python: str = os.path.realpath(sys.executable)
+
+    @property
+    def kind(self) -> str:
+        return "util-linux" if self.setpriv and self.prlimit else "python"
+
+    def prepare(
+        self, limits: ProcessLimits, command: Sequence[str], *, uid: int | None = None
+    ) -> tuple[list[str], dict[str, Any]]:
+        if self.setpriv and self.prlimit:
+            opts = [f"--{name}={soft}:{hard}" for name, soft, hard in limits.rlimits()]
+            argv = [self.setpriv, "--pdeathsig", "KILL", "--", self.prlimit, *opts, "--", *command]
+            # subprocess drops the user in C between fork and exec; setpriv then runs as that user.
+            drop: dict[str, Any] = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+            return argv, drop
+        specs = [f"{name}:{soft}:{hard}" for name, soft, hard in limits.rlimits()]
+        who = "-" if uid is None else str(uid)
+        return [self.python, "-I", "-S", "-c", _SHIM, str(os.getpid()), who, *specs, "--", *command], {}
+
+
+@cache
+def exec_shim() -> ExecShim:
+    """util-linux ``setpriv`` + ``prlimit`` if they are installed and work here, else the Python shim."""
+    setpriv, prlimit = shutil.which("setpriv"), shutil.which("prlimit")
+    if setpriv is None or prlimit is None:
+        return ExecShim()
+    probe = [setpriv, "--pdeathsig", "KILL", "--", prlimit, "--core=0:0", "--", "true"]
+    try:
+        ok = subprocess.run(probe, capture_output=True, timeout=10, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return ExecShim(setpriv, prlimit) if ok else ExecShim()
 
 
 # -- bubblewrap -------------------------------------------------------------------------------

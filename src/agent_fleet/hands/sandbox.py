@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -194,6 +195,7 @@ class LocalSandbox:
         *,
         config: SandboxConfig,
         bwrap: str | None,
+        shim: isolation.ExecShim,
         uid: int | None,
         owner: str,
         allow_network: bool,
@@ -205,6 +207,7 @@ class LocalSandbox:
         self.resources = resources
         self._config = config
         self._bwrap = bwrap
+        self._shim = shim
         self._uid = uid
         self._owner = owner
         self._allow_network = allow_network
@@ -259,14 +262,15 @@ class LocalSandbox:
         # bwrap as root maps the sandbox user to host root, where RLIMIT_NPROC is never enforced;
         # setting it would only limit bwrap's own setup.
         nproc = None if (self._bwrap and os.geteuid() == 0) else res.max_processes
-        pre = isolation.preexec(
-            cpu_seconds=res.cpu_seconds(wall),
-            memory=res.effective_limits.memory,
-            nproc=nproc,
-            fsize=res.max_file_bytes,
-            uid=None if self._bwrap else self._uid,
-            gid=None if self._bwrap else self._uid,
+        limits = isolation.ProcessLimits(
+            cpu_seconds=res.cpu_seconds(wall), memory=res.effective_limits.memory, fsize=res.max_file_bytes, nproc=nproc
         )
+        drop = None if self._bwrap else self._uid  # bwrap maps its own user
+        argv = self._argv(command)
+        bare = "/" not in argv[0]  # like a shell: a command not on PATH exits 127
+        if self._bwrap is None and bare and shutil.which(argv[0], path=env["PATH"]) is None:
+            return CompletedRun(exit_code=127, stdout="", stderr="cannot start the command: No such file or directory")
+        shim_argv, popen_extra = self._shim.prepare(limits, argv, uid=drop)
         loop = asyncio.get_running_loop()
         started = loop.time()
         # Our own pipes, not asyncio's: asyncio's wait() on 3.11 only returns once every pipe is
@@ -280,15 +284,17 @@ class LocalSandbox:
             if stdin is not None:
                 in_r, in_w = os.pipe()
                 fds += [in_r, in_w]
+            # No preexec_fn (unsafe once the process has threads): the shim sets the limits, the
+            # parent-death kill and the user after exec.
             proc = await asyncio.create_subprocess_exec(
-                *self._argv(command),
+                *shim_argv,
                 stdin=in_r if stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
                 cwd=str(self.workdir),
                 env=env,
                 start_new_session=True,
-                preexec_fn=pre,
+                **popen_extra,
             )
         except OSError as exc:  # like a shell: a command that cannot start exits 127
             for fd in fds:
@@ -383,6 +389,7 @@ class LocalSandboxProvider:
         else:
             self.uid = None
         self.owner = isolation.owner_token()
+        self.shim = isolation.exec_shim()
         self._repo_locks: dict[Path, asyncio.Lock] = {}
 
     @property
@@ -428,7 +435,14 @@ class LocalSandboxProvider:
                 raise
         net = self.config.allow_network if allow_network is None else allow_network
         return LocalSandbox(
-            ws, resources, config=self.config, bwrap=self.bwrap, uid=self.uid, owner=self.owner, allow_network=net
+            ws,
+            resources,
+            config=self.config,
+            bwrap=self.bwrap,
+            shim=self.shim,
+            uid=self.uid,
+            owner=self.owner,
+            allow_network=net,
         )
 
     def __repr__(self) -> str:
