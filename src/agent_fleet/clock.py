@@ -2,18 +2,23 @@
 
 Decision code never calls ``time`` or ``asyncio.sleep`` directly; it is handed a
 :class:`Clock`. :class:`RealClock` reads the monotonic clock; :class:`VirtualClock`
-only moves when told to, so timing logic is tested with exact values.
+only moves when told to (or, inside :meth:`VirtualClock.auto_advance`, whenever every task
+waits), so timing logic is tested with exact values. :func:`timeout` bounds a block of code on
+any clock, as ``asyncio.timeout`` does on the loop's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
+from collections.abc import AsyncIterator
+from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "RealClock", "VirtualClock"]
+__all__ = ["Clock", "ClockTimeout", "RealClock", "VirtualClock", "timeout"]
 
 
 @runtime_checkable
@@ -46,6 +51,7 @@ class VirtualClock:
         self._now = start
         self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._counter = itertools.count()
+        self._slept: asyncio.Event | None = None  # set on each new sleeper while auto-advancing
 
     def now(self) -> float:
         return self._now
@@ -56,6 +62,8 @@ class VirtualClock:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._now + seconds, next(self._counter), fut))
+        if self._slept is not None:
+            self._slept.set()
         await fut
 
     def next_deadline(self) -> float | None:
@@ -92,5 +100,99 @@ class VirtualClock:
         for _ in range(3):
             await asyncio.sleep(0)
 
+    @contextlib.asynccontextmanager
+    async def auto_advance(self) -> AsyncIterator[VirtualClock]:
+        """Inside, time moves on its own: whenever no task can run (every one waits, on this clock
+        or on anything else), the clock jumps to the next deadline and wakes its sleepers.
+
+        What "no task can run" means is read from the event loop's queue of ready callbacks, so a
+        task waiting for real I/O (a thread, a socket) counts as waiting: use it with in-memory
+        fakes (:mod:`agent_fleet.testing`), not with real backends, when exact times matter.
+        """
+        if self._slept is not None:
+            raise RuntimeError("this clock is already advancing on its own")
+        self._slept = asyncio.Event()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                driver = tg.create_task(self._advance_when_idle())
+                try:
+                    yield self
+                finally:
+                    driver.cancel()
+        finally:
+            self._slept = None
+
+    async def _advance_when_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        slept = self._slept
+        assert slept is not None
+        quiet = 0
+        while True:
+            await asyncio.sleep(0)
+            # CPython's loop keeps its runnable callbacks in ``_ready``; a loop without one is
+            # taken as quiet after a few turns of this task alone.
+            ready = getattr(loop, "_ready", None)
+            quiet = quiet + 1 if not ready else 0
+            if quiet < (2 if ready is not None else 8):
+                continue
+            quiet = 0
+            nxt = self.next_deadline()
+            if nxt is None:
+                slept.clear()
+                await slept.wait()  # nothing sleeps on this clock: wait until something does
+                continue
+            self.set(nxt)
+
     def __repr__(self) -> str:
         return f"VirtualClock(now={self._now}, sleepers={len(self._sleepers)})"
+
+
+class ClockTimeout:
+    """``async with timeout(clock, seconds)``: the block is cancelled once ``clock`` has moved
+    ``seconds`` past entry, and :class:`TimeoutError` is raised in its place (as with
+    ``asyncio.timeout``; a cancellation from elsewhere stays a cancellation). ``None``: no limit.
+
+    The deadline is watched by a task of the block's own that sleeps on the clock; it is cancelled
+    and awaited when the block ends, whichever way it ends.
+    """
+
+    def __init__(self, clock: Clock, seconds: float | None) -> None:
+        self._clock = clock
+        self._seconds = seconds
+        self._task: asyncio.Task[object] | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self._cancelling = 0
+        self.expired = False
+
+    async def __aenter__(self) -> ClockTimeout:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("timeout() must be used inside a task")
+        self._task = task
+        self._cancelling = task.cancelling()
+        if self._seconds is not None:
+            self._watch = asyncio.get_running_loop().create_task(self._expire(task, self._seconds))
+        return self
+
+    async def _expire(self, task: asyncio.Task[object], seconds: float) -> None:
+        await self._clock.sleep(seconds)
+        self.expired = True
+        task.cancel()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        watch, task = self._watch, self._task
+        if watch is None or task is None:
+            return
+        if not watch.done():  # it has not fired (firing is its last step): it never will now
+            watch.cancel()
+            await asyncio.wait([watch])
+            return
+        if self.expired and task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+            raise TimeoutError from exc
+
+
+def timeout(clock: Clock, seconds: float | None) -> ClockTimeout:
+    """Bound a block by ``seconds`` of ``clock`` (see :class:`ClockTimeout`)."""
+    return ClockTimeout(clock, seconds)

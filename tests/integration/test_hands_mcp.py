@@ -76,6 +76,25 @@ async def test_close_stops_the_server_process(monkeypatch: pytest.MonkeyPatch) -
     assert out.is_error
 
 
+async def test_the_pool_opened_in_one_task_closes_from_another() -> None:
+    pool = McpPool([stdio()])
+
+    async def opener() -> int:
+        await pool.start()
+        return int((await pool.call("demo", "server_pid", {})).output)
+
+    pid = await asyncio.create_task(opener())  # that task has ended; the pool lives on
+    assert alive(pid) and (await pool.call("demo", "add", {"a": 2, "b": 3})).output == "5"
+    await asyncio.create_task(pool.aclose())  # and yet another task closes it
+    for _ in range(50):
+        if not alive(pid):
+            break
+        await asyncio.sleep(0.05)
+    assert not alive(pid)
+    await pool.aclose()  # twice is fine
+    assert (await pool.call("demo", "add", {"a": 1, "b": 1})).is_error
+
+
 async def test_dead_server_is_reconnected(pool: McpPool) -> None:
     pid = int((await pool.call("demo", "server_pid", {})).output)
     os.kill(pid, 9)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from _hands_support import MODES, git_repo, make_provider, marked_pids, sandbox_root, worktrees
 
+from agent_fleet.clock import VirtualClock
 from agent_fleet.hands import isolation
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import LazySandbox, SandboxError, SandboxState
@@ -263,5 +264,22 @@ async def test_plain_mode_drops_uid_gid_and_groups(shim: str, root: Path) -> Non
     try:
         run = await box.run("id -u; id -g; id -G")
         assert run.stdout.split() == ["65534", "65534", "65534"]
+    finally:
+        await box.aclose()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_wall_timeout_runs_on_the_injected_clock(mode: str, root: Path) -> None:
+    """On a virtual clock that jumps whenever everything waits, a 30 s timeout ends a sleeping
+    command at once, at exactly 30 virtual seconds."""
+    clock = VirtualClock(start=1000.0)
+    provider = make_provider(mode, root)
+    provider.clock = clock
+    box = await provider.provision(ResourceSpec(), session_id="s-vclock")
+    try:
+        async with clock.auto_advance():
+            run = await box.run("sleep 60", timeout=30.0)
+        assert run.timed_out and run.duration == 30.0 and clock.now() == 1030.0
+        assert marked_pids(box.sandbox_id) == []
     finally:
         await box.aclose()

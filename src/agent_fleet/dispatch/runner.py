@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from agent_fleet.brain.harness import Harness, Outcome, SessionOutcome
 from agent_fleet.brain.step import Limits
-from agent_fleet.clock import Clock, RealClock
+from agent_fleet.clock import Clock, RealClock, timeout
 from agent_fleet.dispatch.autoscale import Autoscaler
 from agent_fleet.dispatch.health import HealthConfig
 from agent_fleet.dispatch.pool import Lease, Reassignment, WorkerPool, WorkerSpec
@@ -484,7 +484,7 @@ class Dispatcher:
         self._serve_waiters()
 
     async def _timed(self, attempt: Attempt) -> SessionOutcome:
-        async with asyncio.timeout(self._opts.session_timeout):
+        async with timeout(self._clock, self._opts.session_timeout):  # on the injected clock
             return await self._body(attempt)
 
     async def _run_harness(self, attempt: Attempt) -> SessionOutcome:

@@ -13,9 +13,10 @@ Invariants:
   ``<server>__<tool>``; any other name is an unknown tool.
 * Connection tasks never raise into the caller: a server that dies is reconnected with backoff and
   its calls fail as tool errors meanwhile.
-* ``aclose`` (or leaving ``async with``) stops every connection and its server process, and must run
-  in the task that called ``start``. Server processes carry the ``FLEET_OWNER`` marker so the reaper
-  kills them if the engine dies without closing the pool.
+* ``aclose`` (or leaving ``async with``) stops every connection and its server process, from any
+  task: the connections run in a TaskGroup inside one task the pool owns and awaits on close. Server
+  processes carry the ``FLEET_OWNER`` marker so the reaper kills them if the engine dies without
+  closing the pool.
 """
 
 from __future__ import annotations
@@ -270,23 +271,16 @@ class McpPool:
             raise ConfigError(f"MCP server names repeat: {sorted(names)}")
         self._owner = isolation.owner_token()
         self._servers = {s.name: _Server(s, self._owner) for s in servers}
-        self._tg: asyncio.TaskGroup | None = None
+        self._connections: asyncio.Task[None] | None = None  # runs every connection; awaited on close
+        self._stop = asyncio.Event()
         self._closed = False
 
     async def start(self, *, strict: bool = True) -> None:
         """Connect to every server and list its tools. ``strict``: raise if a server never came up."""
-        if self._tg is not None:
+        if self._connections is not None or self._closed:
             return
-        self._tg = asyncio.TaskGroup()
-        await self._tg.__aenter__()
-        for server in self._servers.values():
-            for conn in server.conns:
-                self._tg.create_task(server.run(conn))
-        waits = []
-        for server in self._servers.values():
-            for conn in server.conns:
-                waits.append(self._first_ready(server, conn))
-        await asyncio.gather(*waits)
+        self._connections = asyncio.create_task(self._run_connections(), name="mcp-pool")
+        await asyncio.gather(*(self._first_ready(s, c) for s in self._servers.values() for c in s.conns))
         failed = sorted(s.config.name for s in self._servers.values() if not s.tools)
         if failed and strict:
             reasons = "; ".join(
@@ -295,6 +289,17 @@ class McpPool:
             await self.aclose()
             raise McpError(f"MCP servers did not start: {reasons}")
 
+    async def _run_connections(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            for server in self._servers.values():
+                for conn in server.conns:
+                    tg.create_task(server.run(conn))
+            await self._stop.wait()
+            for server in self._servers.values():
+                server.stopping = True
+                for conn in server.conns:
+                    conn.wake.set()
+
     @staticmethod
     async def _first_ready(server: _Server, conn: _Connection) -> None:
         with contextlib.suppress(TimeoutError):
@@ -302,15 +307,13 @@ class McpPool:
                 await conn.first_done.wait()
 
     async def aclose(self) -> None:
-        if self._closed or self._tg is None:
-            self._closed = True
-            return
+        """Stop every connection and server process; safe from any task, and twice."""
         self._closed = True
-        for server in self._servers.values():
-            server.stopping = True
-            for conn in server.conns:
-                conn.wake.set()
-        await self._tg.__aexit__(None, None, None)
+        task = self._connections
+        if task is None or task.done():
+            return
+        self._stop.set()
+        await task  # cancelling this close cancels the connections at once instead
 
     async def __aenter__(self) -> McpPool:
         await self.start()

@@ -27,6 +27,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from agent_fleet.clock import Clock, RealClock
+from agent_fleet.clock import timeout as clock_timeout
 from agent_fleet.errors import FleetError
 from agent_fleet.hands import isolation
 from agent_fleet.hands.resources import ResourceSpec
@@ -199,6 +201,7 @@ class LocalSandbox:
         uid: int | None,
         owner: str,
         allow_network: bool,
+        clock: Clock,
     ) -> None:
         self.sandbox_id = workspace.sandbox_id
         self.session_id = workspace.session_id
@@ -211,6 +214,7 @@ class LocalSandbox:
         self._uid = uid
         self._owner = owner
         self._allow_network = allow_network
+        self._clock = clock  # the wall-clock timeout runs on it
         self._state = SandboxState.READY
         self._live_groups: set[int] = set()
         self.runs = 0
@@ -271,8 +275,7 @@ class LocalSandbox:
         if self._bwrap is None and bare and shutil.which(argv[0], path=env["PATH"]) is None:
             return CompletedRun(exit_code=127, stdout="", stderr="cannot start the command: No such file or directory")
         shim_argv, popen_extra = self._shim.prepare(limits, argv, uid=drop)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = self._clock.now()
         # Our own pipes, not asyncio's: asyncio's wait() on 3.11 only returns once every pipe is
         # closed, which a background child holding stdout would delay until it dies.
         fds: list[int] = []
@@ -314,7 +317,7 @@ class LocalSandbox:
                 if stdin is not None:
                     tg.create_task(_write_fd(in_w, stdin))
                 try:
-                    async with asyncio.timeout(wall):
+                    async with clock_timeout(self._clock, wall):
                         await proc.wait()
                 except TimeoutError:
                     timed_out = True
@@ -351,7 +354,7 @@ class LocalSandbox:
             timed_out=timed_out,
             killed=sig is not None and not timed_out,
             signal=sig,
-            duration=loop.time() - started,
+            duration=self._clock.now() - started,
         )
 
     def _kill_marked(self) -> list[int]:
@@ -375,8 +378,9 @@ class LocalSandbox:
 
 
 class LocalSandboxProvider:
-    def __init__(self, config: SandboxConfig) -> None:
+    def __init__(self, config: SandboxConfig, *, clock: Clock | None = None) -> None:
         self.config = config
+        self.clock = clock or RealClock()
         self.root = Path(config.root).resolve()
         self.bwrap = isolation.bwrap_path() if config.use_bwrap in (None, True) else None
         if config.use_bwrap is True and self.bwrap is None:
@@ -443,6 +447,7 @@ class LocalSandboxProvider:
             uid=self.uid,
             owner=self.owner,
             allow_network=net,
+            clock=self.clock,
         )
 
     def __repr__(self) -> str:
