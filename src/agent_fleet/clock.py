@@ -41,6 +41,16 @@ class RealClock:
         return "RealClock()"
 
 
+# Turns of the event loop in a row with nothing else ready before the loop counts as idle. CPython's
+# loop keeps its runnable callbacks in ``_ready``; on a loop without it, two turns of the waiting
+# task alone are taken as idle.
+_QUIET_TURNS = 2
+
+
+def _nothing_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    return not getattr(loop, "_ready", ())
+
+
 class VirtualClock:
     """A clock that moves only on :meth:`advance` (or :meth:`run_until_idle`-style drivers).
 
@@ -122,20 +132,23 @@ class VirtualClock:
         finally:
             self._slept = None
 
-    async def _advance_when_idle(self) -> None:
+    async def until_idle(self) -> None:
+        """Return once no other task can run: each one waits (on this clock, an event, I/O).
+
+        Time does not move meanwhile; a test asserts the state the scenario has reached, then
+        moves the clock. Idleness is read as :meth:`auto_advance` reads it.
+        """
         loop = asyncio.get_running_loop()
+        quiet = 0
+        while quiet < _QUIET_TURNS:
+            await asyncio.sleep(0)
+            quiet = quiet + 1 if _nothing_ready(loop) else 0
+
+    async def _advance_when_idle(self) -> None:
         slept = self._slept
         assert slept is not None
-        quiet = 0
         while True:
-            await asyncio.sleep(0)
-            # CPython's loop keeps its runnable callbacks in ``_ready``; a loop without one is
-            # taken as quiet after a few turns of this task alone.
-            ready = getattr(loop, "_ready", None)
-            quiet = quiet + 1 if not ready else 0
-            if quiet < (2 if ready is not None else 8):
-                continue
-            quiet = 0
+            await self.until_idle()
             nxt = self.next_deadline()
             if nxt is None:
                 slept.clear()

@@ -17,9 +17,10 @@ from agent_fleet.aggregate.verify import (
     verify_results,
     wilson_interval,
 )
-from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
+from agent_fleet.domain.model import ChatResponse, ToolCall
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import BudgetExhausted
+from agent_fleet.testing.fakes import FakeGateway
 
 
 def results(n: int) -> list[ResultItem]:
@@ -147,21 +148,10 @@ async def test_budget_exhaustion_leaves_the_rest_unverified() -> None:
     assert len(marked) == 18
 
 
-class ScriptedGateway:
-    """A fake at the paid-model boundary: answers with a scripted tool call and records requests."""
-
-    def __init__(self, arguments: str | None, name: str = "submit_verdict") -> None:
-        self.arguments = arguments
-        self.name = name
-        self.requests: list[tuple[str, ChatRequest]] = []
-
-    async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
-        self.requests.append((session_id, request))
-        calls = () if self.arguments is None else (ToolCall("c1", self.name, self.arguments),)
-        return ChatResponse(content=None, tool_calls=calls, model="verifier-model")
-
-    def restore_spent(self, *args: object) -> None:
-        pass
+def verdict_gateway(arguments: str | None, name: str = "submit_verdict") -> FakeGateway:
+    """The paid-model boundary answering every call with one scripted tool call."""
+    calls = () if arguments is None else (ToolCall("c1", name, arguments),)
+    return FakeGateway(lambda _sid, _request: ChatResponse(content=None, tool_calls=calls, model="verifier-model"))
 
 
 @pytest.mark.parametrize(
@@ -175,12 +165,12 @@ class ScriptedGateway:
     ],
 )
 async def test_model_verifier_reads_the_submit_verdict_call(arguments: str | None, expected: VerdictKind) -> None:
-    gw = ScriptedGateway(arguments)
+    gw = verdict_gateway(arguments)
     result = ResultItem(id="r1", partition_id="p3", session_id="s", title="Bug", body="x is None", location="a.py")
     verifier = ModelVerifier(gw, model="cheap", session_for=lambda x: f"run.verify.{x.id}", max_input_chars=20)
     verdict = await verifier.judge(result, ["a.py: def f(): pass", "b.py: " + "y" * 50])
     assert verdict.verdict == expected
-    (session_id, request) = gw.requests[0]
+    (session_id, request) = gw.calls[0]
     assert session_id == "run.verify.r1"
     assert [t.name for t in request.tools] == ["submit_verdict"]
     user = request.messages[-1]["content"]

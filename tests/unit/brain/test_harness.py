@@ -17,52 +17,18 @@ from agent_fleet.domain.events import Event, EventType, SessionState
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import BudgetExhausted, Overloaded, StoreError
+from agent_fleet.errors import Overloaded, StoreError
 from agent_fleet.hands.files import PartitionFiles
-from agent_fleet.hands.port import ToolOutput
 from agent_fleet.session import SessionLog, open_store
 from agent_fleet.session.tap import ForwardingLog
+from agent_fleet.testing.fakes import FakeGateway, FakeHands
 
 Script = Callable[[ChatRequest], ChatResponse]
 
 
-class ScriptedGateway:
-    """The model boundary: answers from a script, counts calls, can refuse on budget."""
-
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.calls: list[ChatRequest] = []
-        self.restored: dict[str, Usage] = {}
-        self.refuse_after: int | None = None
-        self.fail_next = 0
-
-    async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
-        if self.refuse_after is not None and len(self.calls) >= self.refuse_after:
-            raise BudgetExhausted("session token budget reached", scope="session")
-        if self.fail_next:
-            self.fail_next -= 1
-            raise Overloaded("overloaded", status=529)
-        self.calls.append(request)
-        return self.script(request)
-
-    def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
-        self.restored[session_id] = usage
-
-
-class CountingHands:
-    def __init__(self, inner: PartitionFiles) -> None:
-        self.inner = inner
-        self.executed: list[tuple[str, dict[str, Any]]] = []
-
-    def specs(self) -> Any:
-        return self.inner.specs()
-
-    async def execute(self, name: str, input: dict[str, Any]) -> ToolOutput:
-        self.executed.append((name, input))
-        return await self.inner.execute(name, input)
-
-    async def aclose(self) -> None:
-        return None
+def scripted(script: Script) -> FakeGateway:
+    """The model boundary answering from a script of the request alone."""
+    return FakeGateway(lambda _sid, request: script(request))
 
 
 def call(name: str, args: dict[str, Any], cid: str) -> ToolCall:
@@ -120,8 +86,8 @@ async def types(log: SessionLog, sid: str) -> list[str]:
 
 async def test_full_session_records_every_step(log: SessionLog, repo: Path) -> None:
     sid = await create(log, partition())
-    gw = ScriptedGateway(dir_script)
-    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    gw = scripted(dir_script)
+    hands = FakeHands(inner=PartitionFiles(repo, ("a.py", "b.py")))
     out = await Harness(log=log, gateway=gw, hands=hands).run(sid)
     assert out.outcome is Outcome.COMPLETED
     assert await types(log, sid) == [
@@ -145,10 +111,10 @@ async def test_full_session_records_every_step(log: SessionLog, repo: Path) -> N
         "tool_result",
         "session_completed",
     ]
-    first = gw.calls[0].messages[1]["content"]
+    first = gw.requests[0].messages[1]["content"]
     assert first == "Task: Find bugs\n\nFiles:\n- a.py\n- b.py"
     # the second call saw the files' contents as tool results
-    tool_msgs = [m["content"] for m in gw.calls[1].messages if m["role"] == "tool"]
+    tool_msgs = [m["content"] for m in gw.requests[1].messages if m["role"] == "tool"]
     assert tool_msgs == ["x = 1\n", "y = 2\n"]
     items = [e.data for e in await log.get_events(sid) if e.type == EventType.RESULT_ITEM]
     assert [i["id"] for i in items] == [f"{sid}.r0000", f"{sid}.r0001"]
@@ -170,13 +136,13 @@ async def test_wake_reissues_only_the_unanswered_call(log: SessionLog, repo: Pat
         await log.emit_event(sid, EventType.TOOL_RESULT, data)
     await log.emit_event(sid, EventType.MODEL_REQUEST, {"turn": 2})
 
-    gw = ScriptedGateway(dir_script)
-    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    gw = scripted(dir_script)
+    hands = FakeHands(inner=PartitionFiles(repo, ("a.py", "b.py")))
     out = await Harness(log=log, gateway=gw, hands=hands).run(sid, attempt=2)
     assert out.outcome is Outcome.COMPLETED
     assert hands.executed == []  # recorded tool results are never run again
-    assert [turn_of(r) for r in gw.calls] == [2, 3]  # turn 1 is never sent again
-    assert gw.restored[sid] == Usage(100, 10)  # what was spent before the crash still counts
+    assert [turn_of(r) for r in gw.requests] == [2, 3]  # turn 1 is never sent again
+    assert gw.restored[sid] == (Usage(100, 10), Decimal(0))  # what was spent before the crash still counts
     evs = await log.get_events(sid)
     assert [e.data["turn"] for e in evs if e.type == EventType.MODEL_REQUEST] == [1, 2, 3]
     assert "session_resumed" in [e.type for e in evs]
@@ -190,8 +156,8 @@ async def test_tool_started_but_unrecorded_runs_once_more(log: SessionLog, repo:
     await log.emit_event(sid, EventType.MODEL_RESPONSE, {"turn": 1, "response": first.to_dict()})
     c1 = first.tool_calls[0]
     await log.emit_event(sid, EventType.TOOL_CALL, {"call_id": c1.id, "name": c1.name, "arguments": c1.arguments})
-    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
-    await Harness(log=log, gateway=ScriptedGateway(dir_script), hands=hands).run(sid)
+    hands = FakeHands(inner=PartitionFiles(repo, ("a.py", "b.py")))
+    await Harness(log=log, gateway=scripted(dir_script), hands=hands).run(sid)
     assert hands.executed == [("read_file", {"path": "a.py"}), ("read_file", {"path": "b.py"})]
     calls = [e.data["call_id"] for e in await log.get_events(sid) if e.type == EventType.TOOL_CALL]
     assert calls.count("c1") == 1  # the started call is not recorded twice
@@ -199,10 +165,10 @@ async def test_tool_started_but_unrecorded_runs_once_more(log: SessionLog, repo:
 
 async def test_result_items_are_never_recorded_twice_across_crashes(log: SessionLog, repo: Path) -> None:
     sid = await create(log, partition())
-    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
-    await Harness(log=log, gateway=ScriptedGateway(dir_script), hands=hands).run(sid)
+    hands = FakeHands(inner=PartitionFiles(repo, ("a.py", "b.py")))
+    await Harness(log=log, gateway=scripted(dir_script), hands=hands).run(sid)
     # a second harness on a completed session does nothing
-    gw = ScriptedGateway(dir_script)
+    gw = scripted(dir_script)
     out = await Harness(log=log, gateway=gw, hands=hands).run(sid)
     assert out.outcome is Outcome.COMPLETED and gw.calls == []
     assert (await types(log, sid)).count("result_item") == 2
@@ -210,9 +176,9 @@ async def test_result_items_are_never_recorded_twice_across_crashes(log: Session
 
 async def test_budget_pauses_then_resumes_from_the_log(log: SessionLog, repo: Path) -> None:
     sid = await create(log, partition())
-    gw = ScriptedGateway(dir_script)
+    gw = scripted(dir_script)
     gw.refuse_after = 1
-    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    hands = FakeHands(inner=PartitionFiles(repo, ("a.py", "b.py")))
     out = await Harness(log=log, gateway=gw, hands=hands).run(sid)
     assert (out.outcome, out.reason) == (Outcome.PAUSED, "budget")
     rec = await log.get_session(sid)
@@ -220,14 +186,14 @@ async def test_budget_pauses_then_resumes_from_the_log(log: SessionLog, repo: Pa
     gw.refuse_after = None
     out = await Harness(log=log, gateway=gw, hands=hands).run(sid)
     assert out.outcome is Outcome.COMPLETED
-    assert [turn_of(r) for r in gw.calls] == [1, 2, 3]
+    assert [turn_of(r) for r in gw.requests] == [1, 2, 3]
     assert len(hands.executed) == 2
 
 
 async def test_max_turns_pauses_with_a_reason(log: SessionLog, repo: Path) -> None:
     sid = await create(log, partition())
-    gw = ScriptedGateway(dir_script)
-    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    gw = scripted(dir_script)
+    hands = FakeHands(inner=PartitionFiles(repo, ("a.py", "b.py")))
     out = await Harness(log=log, gateway=gw, hands=hands, limits=Limits(max_turns=2)).run(sid)
     assert (out.outcome, out.reason) == (Outcome.PAUSED, "max_turns")
     assert len(gw.calls) == 2
@@ -250,7 +216,7 @@ async def test_bad_arguments_and_out_of_scope_paths_are_tool_errors(log: Session
         return ChatResponse("all done", ())
 
     sid = await create(log, partition())
-    out = await Harness(log=log, gateway=ScriptedGateway(script), hands=PartitionFiles(repo, ("a.py", "b.py"))).run(sid)
+    out = await Harness(log=log, gateway=scripted(script), hands=PartitionFiles(repo, ("a.py", "b.py"))).run(sid)
     assert out.outcome is Outcome.COMPLETED
     results = {e.data["call_id"]: e.data for e in await log.get_events(sid) if e.type == EventType.TOOL_RESULT}
     assert all(r["is_error"] for r in results.values())
@@ -263,8 +229,8 @@ async def test_bad_arguments_and_out_of_scope_paths_are_tool_errors(log: Session
 
 async def test_provider_error_is_recorded_and_raised(log: SessionLog, repo: Path) -> None:
     sid = await create(log, partition())
-    gw = ScriptedGateway(dir_script)
-    gw.fail_next = 1
+    gw = scripted(dir_script)
+    gw.replies.append(Overloaded("overloaded", status=529))
     with pytest.raises(Overloaded):
         await Harness(log=log, gateway=gw, hands=PartitionFiles(repo, ("a.py", "b.py"))).run(sid)
     evs = await log.get_events(sid)
@@ -284,8 +250,8 @@ async def test_runaway_guard_pauses_a_session_repeating_itself_and_survives_a_re
 
     limits = Limits(max_turns=50, guard=lambda: RunawayGuard(repeated_tool_calls=3, no_progress_turns=20))
     sid = await create(log, partition())
-    gw = ScriptedGateway(script)
-    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    gw = scripted(script)
+    hands = FakeHands(inner=PartitionFiles(repo, ("a.py", "b.py")))
     out = await Harness(log=log, gateway=gw, hands=hands, limits=limits).run(sid)
     assert (out.outcome, out.reason) == (Outcome.PAUSED, "repeated_tool_call")
     assert len(gw.calls) == 3
@@ -333,9 +299,9 @@ async def test_the_call_leaves_while_its_request_is_written_and_the_start_shares
         held.release.set()  # the request is written only once the call is out
         return dir_script(request)
 
-    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    hands = FakeHands(inner=PartitionFiles(repo, ("a.py", "b.py")))
     async with asyncio.timeout(10):  # a harness that waited for the request's commit would wait forever
-        out = await Harness(log=held, gateway=ScriptedGateway(script), hands=hands).run(sid)
+        out = await Harness(log=held, gateway=scripted(script), hands=hands).run(sid)
     assert out.outcome is Outcome.COMPLETED
     # the first call went out before anything of the session was committed; start and request share an append
     assert committed_at_call[0] == []
@@ -352,8 +318,8 @@ async def test_a_request_that_never_became_durable_is_sent_as_a_fresh_call(log: 
     sid = await create(log, partition())
     held = HeldLog(log)
     held.fail_request = True
-    gw = ScriptedGateway(dir_script)
-    hands = CountingHands(PartitionFiles(repo, ("a.py", "b.py")))
+    gw = scripted(dir_script)
+    hands = FakeHands(inner=PartitionFiles(repo, ("a.py", "b.py")))
     with pytest.raises(StoreError):
         await Harness(log=held, gateway=gw, hands=hands).run(sid)
     assert len(gw.calls) == 1 and await types(log, sid) == ["session_created"]  # sent, never recorded
@@ -362,4 +328,4 @@ async def test_a_request_that_never_became_durable_is_sent_as_a_fresh_call(log: 
     evs = await log.get_events(sid)
     assert [e.data["turn"] for e in evs if e.type == EventType.MODEL_REQUEST] == [1, 2, 3]
     assert [e.type for e in evs][1] == "session_started"  # it had never started, as far as the log knows
-    assert [turn_of(r) for r in gw.calls] == [1, 1, 2, 3]
+    assert [turn_of(r) for r in gw.requests] == [1, 1, 2, 3]

@@ -1,17 +1,13 @@
-"""The dispatcher on the worker pool, on a virtual clock over a real SQLite session log.
+"""The dispatcher on the worker pool, on a virtual clock over the in-memory session log.
 
-Virtual time only moves when the test says so, and only once the sessions are blocked where the
-scenario puts them, so the times asserted here are exact.
+Virtual time only moves when the test says so, and only once every task is blocked where the
+scenario puts it (``clock.until_idle()``), so the times asserted here are exact.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-from collections.abc import Callable
-from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,54 +21,17 @@ from agent_fleet.dispatch.selection import least_loaded
 from agent_fleet.dispatch.slots import LocalSlots
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.ids import session_id_for
-from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSpec
+from agent_fleet.domain.model import ChatRequest, ChatResponse
 from agent_fleet.domain.plan import InputKind, Partition
-from agent_fleet.domain.usage import Usage
-from agent_fleet.hands.port import ToolOutput
-from agent_fleet.session import SessionLog, open_store
+from agent_fleet.session import SessionLog
 from agent_fleet.session.port import WakeState
 from agent_fleet.session.tap import ForwardingLog
 from agent_fleet.spend.port import ModelGateway
+from agent_fleet.testing.fakes import FakeGateway, FakeHands
 from agent_fleet.testing.faults import WorkerFaults
+from agent_fleet.testing.memory_log import MemorySessionLog
 
 RUN = "run-disp"
-
-
-class Scripted:
-    """The model boundary: turn 1 submits one result, turn 2 finishes. ``hold`` blocks a session's
-    calls until released (a model call in flight)."""
-
-    def __init__(self, clock: VirtualClock) -> None:
-        self.clock = clock
-        self.calls: list[str] = []
-        self.hold: dict[str, asyncio.Event] = {}
-        self.finished_at: dict[str, float] = {}
-
-    async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
-        self.calls.append(session_id)
-        gate = self.hold.get(session_id)
-        if gate is not None:
-            await gate.wait()
-        turn = sum(1 for m in request.messages if m["role"] == "assistant") + 1
-        if turn == 1:
-            items = {"items": [{"title": f"result of {session_id}", "body": "found"}]}
-            return ChatResponse(None, (ToolCall(f"s-{session_id}", "submit_result", json.dumps(items)),), Usage(10, 5))
-        self.finished_at[session_id] = self.clock.now()
-        return ChatResponse(None, (ToolCall(f"f-{session_id}", "finish", '{"summary": "done"}'),), Usage(10, 5))
-
-    def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
-        return None
-
-
-class NoTools:
-    def specs(self) -> tuple[ToolSpec, ...]:
-        return ()
-
-    async def execute(self, name: str, input: dict[str, Any]) -> ToolOutput:
-        return ToolOutput("error: no tools", is_error=True)
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def sessions(log: SessionLog, n: int) -> list[tuple[str, Partition]]:
@@ -99,7 +58,7 @@ def dispatcher(
     return Dispatcher(
         log=log,
         gateway=gateway,
-        hands_for=lambda _p: NoTools(),
+        hands_for=lambda _p: FakeHands(),
         slots=LocalSlots(slots),
         clock=clock,
         options=DispatchOptions(check_interval=1.0, retry_backoff=1.0),
@@ -108,16 +67,9 @@ def dispatcher(
     )
 
 
-async def until(check: Callable[[], bool], seconds: float = 10.0) -> None:
-    """Real time: let the store's I/O run until the scenario reaches the state it waits for."""
-    async with asyncio.timeout(seconds):
-        while not check():
-            await asyncio.sleep(0.005)
-
-
 @pytest.fixture
-async def log(tmp_path: Path) -> Any:
-    store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
+async def log() -> Any:
+    store = MemorySessionLog()
     await store.open()
     try:
         yield store
@@ -131,7 +83,7 @@ async def types_of(log: SessionLog, sid: str) -> list[str]:
 
 async def test_a_crash_moves_the_session_to_a_backup_that_resumes_from_the_log(log: SessionLog) -> None:
     clock = VirtualClock()
-    gw = Scripted(clock)
+    gw = FakeGateway(clock=clock)
     pool = make_pool(clock, ["a", "b"])
     faults = WorkerFaults(crash={"a"}, strike_at=(2, 2))  # session_started + model_request land (one append)
     d = dispatcher(log, gw, clock, pool, interpose=faults)
@@ -157,20 +109,21 @@ async def test_a_crash_moves_the_session_to_a_backup_that_resumes_from_the_log(l
     ]
     failed = next(e.data for e in await log.get_events(sid) if e.type == EventType.ATTEMPT_FAILED)
     assert (failed["kind"], failed["worker"], failed["attempt"]) == ("crash", "a", 1)
-    assert gw.calls == [sid] * 3
+    assert gw.sessions == [sid] * 3
     assert (pool.health.stats("a").failures, pool.health.stats("b").successes) == (1, 1)
     assert (d.stats.completed, d.stats.reassigned, d.stats.attempts_failed) == (1, 1, 1)
 
 
 async def test_a_hung_worker_is_detected_after_hung_after_and_its_session_moves(log: SessionLog) -> None:
     clock = VirtualClock()
-    gw = Scripted(clock)
+    gw = FakeGateway(clock=clock)
     pool = make_pool(clock, ["a", "b"], hung_after=5.0, dead_after=3.0)
     faults = WorkerFaults(hang={"a"}, strike_at=(2, 2))  # session_started lands, then nothing
     d = dispatcher(log, gw, clock, pool, interpose=faults)
     (sid, p), *_ = await sessions(log, 1)
     run = asyncio.create_task(d.run([(sid, p)]))
-    await until(lambda: faults.struck["a"] == 1)
+    await clock.until_idle()
+    assert faults.struck["a"] == 1
     moved_at = None
     for _ in range(10):  # one health round per virtual second; the round that finds it charges "a"
         await clock.run_for(1.0)
@@ -202,19 +155,21 @@ class Flaky:
 
 async def test_three_failures_open_the_breaker_and_a_half_open_probe_brings_the_worker_back(log: SessionLog) -> None:
     clock = VirtualClock()
-    gw = Scripted(clock)
+    gw = FakeGateway(clock=clock)
     pool = make_pool(clock, ["a"], cooldown=10.0, hung_after=100.0, dead_after=3.0)
     flaky = Flaky({"a"})
     d = dispatcher(log, gw, clock, pool, interpose=flaky)
     (sid, p), *_ = await sessions(log, 1)
     run = asyncio.create_task(d.run([(sid, p)]))
     # three crashes at t=0 open the breaker: the session waits (the fleet degrades, it does not fail)
-    await until(lambda: d.stats.waiting_for_worker == 1 and flaky.inner.struck["a"] == 3)
+    await clock.until_idle()
+    assert d.stats.waiting_for_worker == 1 and flaky.inner.struck["a"] == 3
     assert pool.health.breaker("a") is BreakerState.OPEN and pool.statistics().admitting == 0
     await clock.run_for(9.0)
     assert flaky.inner.struck["a"] == 3  # still open at t=9
     await clock.run_for(1.0)  # t=10: half-open, one probe; it crashes: open again, cooldown doubled
-    await until(lambda: flaky.inner.struck["a"] == 4 and d.stats.waiting_for_worker == 1)
+    await clock.until_idle()
+    assert flaky.inner.struck["a"] == 4 and d.stats.waiting_for_worker == 1
     assert pool.health.breaker("a") is BreakerState.OPEN
     flaky.bad.clear()  # the worker heals
     await clock.run_for(19.0)
@@ -230,7 +185,7 @@ async def test_three_failures_open_the_breaker_and_a_half_open_probe_brings_the_
 
 async def test_a_depleted_pool_queues_sessions_in_order_instead_of_failing(log: SessionLog) -> None:
     clock = VirtualClock()
-    gw = Scripted(clock)
+    gw = FakeGateway(clock=clock)
     pool = make_pool(clock, ["a", "b"])
     started: list[str] = []
     peak = 0
@@ -246,10 +201,12 @@ async def test_a_depleted_pool_queues_sessions_in_order_instead_of_failing(log: 
     for sid, _ in todo:
         gw.hold[sid] = asyncio.Event()
     run = asyncio.create_task(d.run(todo))
-    await until(lambda: len(started) == 2 and d.stats.waiting_for_worker == 4)
+    await clock.until_idle()
+    assert len(started) == 2 and d.stats.waiting_for_worker == 4
     for sid, _ in todo:  # release one at a time: the next waiter in line takes the freed worker
         gw.hold[sid].set()
-        await until(lambda s=sid: s in gw.finished_at)
+        await clock.until_idle()
+        assert sid in gw.finished_at
     outcomes = await run
     assert all(o.outcome is Outcome.COMPLETED for o in outcomes.values()) and len(outcomes) == 6
     assert started == [sid for sid, _ in todo] and peak == 2
@@ -258,13 +215,14 @@ async def test_a_depleted_pool_queues_sessions_in_order_instead_of_failing(log: 
 
 async def test_work_moves_off_a_worker_whose_risk_says_it_is_about_to_fail(log: SessionLog) -> None:
     clock = VirtualClock()
-    gw = Scripted(clock)
+    gw = FakeGateway(clock=clock)
     pool = make_pool(clock, ["a", "b"], hung_after=100.0, dead_after=3.0)
     d = dispatcher(log, gw, clock, pool)
     (sid, p), *_ = await sessions(log, 1)
     gw.hold[sid] = asyncio.Event()
     run = asyncio.create_task(d.run([(sid, p)]))
-    await until(lambda: gw.calls == [sid])  # a model call in flight on worker a
+    await clock.until_idle()
+    assert gw.sessions == [sid]  # a model call in flight on worker a
     assert pool.load("a") == 1
     # recent failures and a latency trend rising past its baseline: risk above drain_at
     for latency in (1.0, 1.0, 1.0):
@@ -274,7 +232,8 @@ async def test_work_moves_off_a_worker_whose_risk_says_it_is_about_to_fail(log: 
     assert pool.health.risk("a") >= pool.health.config.drain_at
     assert pool.health.breaker("a") is BreakerState.CLOSED  # not failed three times: only at risk
     await clock.run_for(1.0)
-    await until(lambda: len(gw.calls) == 2)  # the call was sent again from worker b
+    await clock.until_idle()
+    assert len(gw.calls) == 2  # the call was sent again from worker b
     gw.hold[sid].set()
     outcomes = await run
     assert outcomes[sid].outcome is Outcome.COMPLETED
@@ -320,7 +279,7 @@ async def test_the_pool_grows_with_the_queue_and_shrinks_after_a_lull(log: Sessi
     from agent_fleet.dispatch.autoscale import AutoscaleConfig, Autoscaler
 
     clock = VirtualClock()
-    gw = Scripted(clock)
+    gw = FakeGateway(clock=clock)
     pool = make_pool(clock, ["w0", "w1"])  # the warm pool
     config = AutoscaleConfig(min_workers=2, max_workers=6, warm=0, step_up=8, step_down=2, down_cooldown=30.0)
     d = dispatcher(log, gw, clock, pool, autoscaler=Autoscaler(clock, config))
@@ -328,10 +287,12 @@ async def test_the_pool_grows_with_the_queue_and_shrinks_after_a_lull(log: Sessi
     for sid, _ in todo:
         gw.hold[sid] = asyncio.Event()
     run = asyncio.create_task(d.run(todo))
-    await until(lambda: len(gw.calls) == 2 and d.stats.waiting_for_worker == 8)
+    await clock.until_idle()
+    assert len(gw.calls) == 2 and d.stats.waiting_for_worker == 8
     # one monitor round at t=1: demand is 10 sessions, capped at 6 workers — four more start now
     clock.advance(1.0)
-    await until(lambda: len(pool.workers()) == 6 and len(gw.calls) == 6)
+    await clock.until_idle()
+    assert len(pool.workers()) == 6 and len(gw.calls) == 6
     assert d.stats.waiting_for_worker == 4
     for sid, _ in todo:
         gw.hold[sid].set()
@@ -359,11 +320,12 @@ def test_autoscale_settings_from_fleet_yaml() -> None:
         parse_config({"dispatch": {"autoscale": {"min_workers": 9, "max_workers": 3}}})
 
 
-class Counting(Scripted):
-    """Counts sessions between waking (their log is read) and their first call."""
+class Counting(FakeGateway):
+    """Counts sessions between waking (their log is read) and their first call, which takes a
+    millisecond: other sessions start meanwhile."""
 
     def __init__(self, clock: VirtualClock) -> None:
-        super().__init__(clock)
+        super().__init__(clock=clock, latency=0.001)
         self.starting: set[str] = set()
         self.most_starting = 0
         self.first_call_seen: set[str] = set()
@@ -376,7 +338,6 @@ class Counting(Scripted):
         if session_id not in self.first_call_seen:
             self.first_call_seen.add(session_id)
             self.starting.discard(session_id)
-        await asyncio.sleep(0.001)  # the call is in flight for a moment: other sessions start meanwhile
         return await super().complete(session_id, request)
 
 
@@ -396,13 +357,47 @@ async def test_no_more_than_start_ahead_sessions_are_starting_at_once(log: Sessi
     d = Dispatcher(
         log=WakeWatch(log, gw),
         gateway=gw,
-        hands_for=lambda _p: NoTools(),
+        hands_for=lambda _p: FakeHands(),
         slots=LocalSlots(100),
         clock=clock,
         options=DispatchOptions(start_ahead=4),
     )
     work = await sessions(log, 40)
-    outcomes = await d.run(work)
+    async with clock.auto_advance():
+        outcomes = await d.run(work)
     assert all(o.outcome is Outcome.COMPLETED for o in outcomes.values()) and len(outcomes) == 40
     assert gw.most_starting == 4  # all 40 admitted at once, never more than 4 starting
     assert len(gw.first_call_seen) == 40
+
+
+async def test_a_session_timeout_runs_on_the_injected_clock(log: SessionLog) -> None:
+    """Each attempt is cut at exactly ``session_timeout`` virtual seconds; two of them use up
+    ``max_attempts`` and the session fails for good."""
+    clock = VirtualClock()
+    gw = FakeGateway(clock=clock)
+    pool = make_pool(clock, ["a", "b"], hung_after=1000.0, dead_after=1000.0)
+    starts: list[tuple[str, float]] = []
+
+    def watch(lease: Lease, lg: SessionLog, g: ModelGateway) -> tuple[SessionLog, ModelGateway]:
+        starts.append((lease.worker_id, clock.now()))
+        return lg, g
+
+    d = Dispatcher(
+        log=log,
+        gateway=gw,
+        hands_for=lambda _p: FakeHands(),
+        slots=LocalSlots(1),
+        clock=clock,
+        options=DispatchOptions(session_timeout=30.0, max_attempts=2),
+        pool=pool,
+        interpose=watch,
+    )
+    (sid, p), *_ = await sessions(log, 1)
+    gw.hold[sid] = asyncio.Event()  # the model never answers
+    async with clock.auto_advance():
+        outcomes = await d.run([(sid, p)])
+    assert outcomes[sid].outcome is Outcome.FAILED
+    assert starts == [("a", 0.0), ("b", 30.0)]  # the timed-out worker is avoided for the retry
+    failed = [e.data for e in await log.get_events(sid) if e.type == EventType.ATTEMPT_FAILED]
+    assert [(f["kind"], f["error"]) for f in failed] == [("timeout", "timed out after 30.0 s")] * 2
+    assert gw.sessions == [sid, sid]

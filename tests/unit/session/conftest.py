@@ -1,4 +1,5 @@
-"""Fixtures running every session-log test against SQLite (in tmp_path) and PostgreSQL.
+"""Fixtures running every session-log test against SQLite (in tmp_path), PostgreSQL and the
+in-memory log that ships for tests (:mod:`agent_fleet.testing.memory_log`).
 
 PostgreSQL tests use a fresh schema per test, so parallel runs never share tables. They fail,
 not skip, when the server is down: CI has one.
@@ -15,6 +16,7 @@ import asyncpg
 import pytest
 
 from agent_fleet.session import SessionLog, open_store
+from agent_fleet.testing.memory_log import MemorySessionLog, MemoryStore
 
 PG_URL = os.environ.get("FLEET_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -33,8 +35,14 @@ async def drop_schema(schema: str) -> None:
         await conn.close()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+MEMORY = "memory:"  # this test's MemoryStore
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres), "memory"])
 async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "memory":
+        yield MEMORY
+        return
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store' / 'fleet.db'}"
         return
@@ -49,9 +57,10 @@ async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 async def open_log(store_url: str) -> AsyncIterator[OpenLog]:
     """Opens as many logs on the test's store as a test wants; all are closed afterwards."""
     opened: list[SessionLog] = []
+    memory = MemoryStore()
 
     async def factory() -> SessionLog:
-        log = open_store(store_url)
+        log: SessionLog = MemorySessionLog(memory) if store_url == MEMORY else open_store(store_url)
         await log.open()
         opened.append(log)
         return log

@@ -11,7 +11,6 @@ import random
 from decimal import Decimal
 
 import pytest
-from spend_fakes import FakeProvider
 
 from agent_fleet.clock import VirtualClock
 from agent_fleet.domain.model import ChatRequest, ChatResponse
@@ -22,6 +21,7 @@ from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.prices import PriceTable, Rates
 from agent_fleet.spend.providers import ProviderTimeout
 from agent_fleet.spend.retry import RetryPolicy
+from agent_fleet.testing.fakes import FakeProvider
 
 REQ = ChatRequest(model="m", messages=[{"role": "user", "content": "go"}], max_tokens=1000)
 PRICES = PriceTable(overrides={"m": Rates(input=Decimal("2.5"), output=Decimal(10))})

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 import pytest
-from spend_fakes import FakeProvider
 
 from agent_fleet.cli.budget import budget_event_data
 from agent_fleet.clock import VirtualClock
@@ -21,6 +20,7 @@ from agent_fleet.errors import BudgetExhausted, UsageError
 from agent_fleet.session.store import open_store
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
 from agent_fleet.spend.prices import PriceTable, Rates
+from agent_fleet.testing.fakes import FakeProvider
 
 RUN = "run-000000000001abcdef"
 SESSION = f"{RUN}.s00000"

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from spend_fakes import FakeProvider
 
 from agent_fleet.aggregate import LexicalEmbedder, ProviderEmbedder, choose_embedder
 from agent_fleet.aggregate.remote import GatewayEmbeddingsClient
@@ -35,6 +34,7 @@ from agent_fleet.spend.embeddings import embedding_batches, raw_embedding_estima
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.prices import PriceTable, Rates
 from agent_fleet.spend.providers import AnthropicProvider, OpenAIProvider, ProviderTimeout
+from agent_fleet.testing.fakes import FakeProvider
 
 EMB = "emb"
 RATE = Decimal("0.1")  # $ per million input tokens

@@ -5,7 +5,6 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from spend_fakes import FakeProvider
 
 from agent_fleet.clock import VirtualClock
 from agent_fleet.config import parse_config
@@ -16,6 +15,7 @@ from agent_fleet.spend.factory import build_gateway
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.providers import AnthropicProvider, OpenAIProvider
 from agent_fleet.spend.router import Router
+from agent_fleet.testing.fakes import FakeProvider
 
 CFG = parse_config(
     {

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
-from spend_fakes import FakeProvider
 
 from agent_fleet.clock import VirtualClock
 from agent_fleet.domain.model import ChatRequest, ChatResponse
@@ -25,6 +24,7 @@ from agent_fleet.spend.limiter import AdaptiveConfig
 from agent_fleet.spend.prices import PriceTable, Rates
 from agent_fleet.spend.providers import ProviderTimeout, RateSignals
 from agent_fleet.spend.retry import RetryPolicy
+from agent_fleet.testing.fakes import FakeProvider
 
 REQ = ChatRequest(model="m", messages=[{"role": "user", "content": "hello"}], max_tokens=1000)
 PRICES = PriceTable(overrides={"m": Rates(input=Decimal(1), output=Decimal(4), cached_input=Decimal("0.1"))})
@@ -424,12 +424,11 @@ async def test_restore_spent_never_counts_a_call_charged_live_twice() -> None:
     calls, which this gateway already charged: only spend from outside it is restored."""
     from decimal import Decimal
 
-    from spend_fakes import FakeProvider
-
     from agent_fleet.clock import VirtualClock
     from agent_fleet.domain.model import ChatRequest
     from agent_fleet.domain.usage import Usage
     from agent_fleet.spend.gateway import Gateway
+    from agent_fleet.testing.fakes import FakeProvider
 
     clock = VirtualClock()
     gw = Gateway(FakeProvider(clock), clock=clock, session_tokens=None, adaptive=False)
