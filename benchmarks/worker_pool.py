@@ -42,7 +42,7 @@ def _churn(pool: WorkerPool, cycles: int, acquire: Any) -> float:
     held: list[Lease] = []
     n = len(pool.workers())
     for s in range(int(n * 0.9)):  # filling is not measured
-        lease = pool.acquire(f"fill{s}")
+        lease = pool.acquire_nowait(f"fill{s}")
         assert lease is not None
         held.append(lease)
     start = time.process_time()
@@ -55,7 +55,7 @@ def _churn(pool: WorkerPool, cycles: int, acquire: Any) -> float:
 
 
 def _indexed(pool: WorkerPool, sid: str) -> Lease | None:
-    return pool.acquire(sid)
+    return pool.acquire_nowait(sid)
 
 
 def _full_scan(pool: WorkerPool, sid: str) -> Lease | None:

@@ -314,9 +314,7 @@ class Engine:
         stop = asyncio.Event()
         async with asyncio.TaskGroup() as tg:
             consumer = tg.create_task(live.consume())
-            drive = getattr(slots, "run", None)
-            if drive is not None:
-                tg.create_task(drive(stop))
+            tg.create_task(slots.run(stop))  # admission cycles (LocalSlots: returns at once)
             runs = [tg.create_task(dispatcher.run(todo))]
             poll = tg.create_task(watcher.poll_until(runs, dispatcher, by_sid, tg))
             while True:

@@ -1,9 +1,11 @@
 """Admission as the dispatcher's session slots: every agent session is a Workload.
 
-Implements the dispatcher's ``SessionSlots`` port over an :class:`AdmissionController`:
-``acquire`` submits the session's Workload and waits for Kueue's decision; ``release`` frees its
-quota. A preempted session's Workload is already back in its queue (as Kueue requeues an evicted
-Workload) and the dispatcher's preempt hook stops the running attempt.
+Implements the dispatcher's ``SessionSlots`` port (the :mod:`agent_fleet.capacity` surface) over an
+:class:`AdmissionController`: ``acquire`` submits the session's Workload and waits for Kueue's
+decision; ``release`` frees its quota. A preempted session's Workload is already back in its queue
+(as Kueue requeues an evicted Workload) and the dispatcher's preempt hook stops the running attempt.
+The bound is Kueue's quotas, not a count: ``total`` is None; ``statistics()`` counts the admitted
+sessions, reserved (admitted, no attempt yet) and in use apart.
 
 Invariants, whatever order preemption, readmission and the dispatcher's calls arrive in:
 
@@ -18,11 +20,13 @@ Invariants, whatever order preemption, readmission and the dispatcher's calls ar
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent_fleet.admission.controller import AdmissionController
 from agent_fleet.admission.workload import Workload
+from agent_fleet.capacity import CapacityFull, CapacityStatistics, Permit, statistics_of
 from agent_fleet.errors import FleetError
 
 __all__ = ["AdmissionRefused", "AdmissionSlots"]
@@ -55,6 +59,9 @@ class AdmissionSlots:
         self._submitted: set[str] = set()  # a Workload of this session is in the controller
         self._admitted: set[str] = set()  # ... and it holds quota
         self._waiting: dict[str, asyncio.Future[None]] = {}
+        self._permits: dict[str, Permit] = {}  # the permit each session holds
+        self._used: set[str] = set()  # ... on which an attempt runs
+        self._serials = itertools.count(1)
         self._hook: Callable[[str, str, str | None], None] | None = None
         self._previous = (controller.on_admit, controller.on_preempt)
         controller.on_admit = self._on_admit
@@ -63,7 +70,11 @@ class AdmissionSlots:
     def set_preempt_hook(self, hook: Callable[[str, str, str | None], None]) -> None:
         self._hook = hook
 
-    async def acquire(self, session_id: str) -> None:
+    @property
+    def total(self) -> int | None:
+        return None  # Kueue's quotas bound the sessions, not a count
+
+    async def acquire(self, session_id: str) -> Permit:
         if session_id not in self._submitted:
             self._submit(session_id)
         while session_id not in self._admitted:
@@ -75,9 +86,39 @@ class AdmissionSlots:
                 self._waiting.pop(session_id, None)
                 self._end(session_id)
                 raise
+        return self._grant(session_id)
 
-    def release(self, session_id: str) -> None:
-        self._end(session_id)
+    def acquire_nowait(self, session_id: str) -> Permit:
+        """Admitted now (one settle of the controller decides), or :class:`CapacityFull` and the
+        session's Workload is withdrawn."""
+        if session_id not in self._submitted:
+            self._submit(session_id)
+            self.controller.settle()
+        if session_id not in self._admitted:
+            self._end(session_id)
+            raise CapacityFull(f"session {session_id} is not admitted to {self._queue} now")
+        return self._grant(session_id)
+
+    def _grant(self, session_id: str) -> Permit:
+        permit = self._permits[session_id] = Permit(session_id, next(self._serials))
+        return permit
+
+    def mark_used(self, permit: Permit) -> None:
+        if self._permits.get(permit.holder) == permit:
+            self._used.add(permit.holder)
+
+    def release(self, permit: Permit) -> bool:
+        if self._permits.get(permit.holder) != permit:
+            return False
+        del self._permits[permit.holder]
+        self._end(permit.holder)
+        return True
+
+    def statistics(self) -> CapacityStatistics:
+        used = len(self._used & self._admitted)
+        waiting = sum(1 for f in self._waiting.values() if not f.done())
+        held = dict.fromkeys(self._admitted, 1)
+        return statistics_of(None, len(self._admitted) - used, used, waiting, held)
 
     def snapshot(self) -> dict[str, Any]:
         return self.controller.snapshot()
@@ -105,6 +146,7 @@ class AdmissionSlots:
 
     def _end(self, session_id: str) -> None:
         self._admitted.discard(session_id)
+        self._used.discard(session_id)
         if session_id in self._submitted:
             self._submitted.discard(session_id)
             self.controller.finish(session_id)
@@ -125,12 +167,14 @@ class AdmissionSlots:
                 self._previous[1](workload, reason, by)
             return
         self._admitted.discard(workload.name)
+        self._used.discard(workload.name)
         if self._hook is not None:
             # The event records Kueue's reason word alone (InCohortReclamation, ...).
             self._hook(workload.name, reason, by.name if by is not None else None)
 
     def __repr__(self) -> str:
+        s = self.statistics()
         return (
-            f"AdmissionSlots(queue={self._queue!r}, admitted={len(self._admitted)}, "
-            f"waiting={len(self._waiting)}, submitted={len(self._submitted)})"
+            f"<AdmissionSlots {self._queue!r} {s.borrowed_tokens} admitted ({s.reserved} reserved, "
+            f"{s.in_use} in use), {s.tasks_waiting} waiting, {len(self._submitted)} submitted>"
         )

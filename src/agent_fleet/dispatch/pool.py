@@ -12,8 +12,11 @@ Invariants:
   completion.
 * A backup resumes the session from its log (the runner calls ``wake(session_id)``), so a
   reassignment never restarts a session from scratch.
-* The pool never raises for lack of capacity: :meth:`WorkerPool.acquire` returns None and the caller
-  queues the session. A depleted pool means fewer concurrent sessions, not a failed run.
+* The pool has the engine's capacity surface (:mod:`agent_fleet.capacity`): ``await acquire(sid)``
+  waits, first come first served, until a worker is free; ``acquire_nowait`` raises
+  :class:`~agent_fleet.capacity.CapacityFull` instead. A lease is reserved when granted, marked used
+  when an attempt starts on it, and released with (``ok=``) or without a verdict on its worker. A
+  depleted pool means fewer concurrent sessions, never a failed run.
 * Idle workers (no session) are also kept in a heap by id, so the common assignment — least-loaded,
   where every idle worker ties at utilisation 0 and the smallest id wins — touches only the idle
   workers it skips instead of scanning the whole pool. It picks exactly what the full scan picks.
@@ -21,10 +24,13 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import heapq
+from collections import deque
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+from agent_fleet.capacity import CapacityFull, CapacityStatistics, statistics_of
 from agent_fleet.clock import Clock
 from agent_fleet.dispatch.health import BreakerState, HealthConfig, HealthMonitor, Liveness
 from agent_fleet.dispatch.selection import Candidate, capability_weighted, form_team, least_loaded
@@ -68,7 +74,9 @@ class Reassignment:
 
 
 @dataclass(frozen=True, slots=True)
-class PoolStats:
+class PoolStats(CapacityStatistics):
+    """The capacity figures (``total_tokens``: slots of the workers that take work) and the pool's own."""
+
     workers: int
     admitting: int
     open_breakers: int
@@ -101,6 +109,8 @@ class WorkerPool:
         self._idle: set[str] = set()  # workers with no session
         self._idle_heap: list[str] = []  # the idle ids (and stale ones, skipped lazily)
         self._multi = 0  # registered workers whose max_load is above 1
+        self._used: set[str] = set()  # sessions whose current lease has an attempt running on it
+        self._waiters: deque[tuple[asyncio.Future[Lease], str]] = deque()
 
     # -- registry -----------------------------------------------------------------------------
     def register(self, spec: WorkerSpec) -> None:
@@ -115,6 +125,7 @@ class WorkerPool:
             self._mark_idle(spec.worker_id)
         if spec.worker_id not in self.health:
             self.health.add(spec.worker_id)
+        self._serve()
 
     def _mark_idle(self, worker_id: str) -> None:
         if worker_id not in self._idle:
@@ -130,6 +141,7 @@ class WorkerPool:
         self._idle.discard(worker_id)
         self._running.pop(worker_id, None)
         self.health.remove(worker_id)
+        self._serve()
         return moved
 
     def heartbeat(self, worker_id: str, *, progress: object = None) -> None:
@@ -155,7 +167,7 @@ class WorkerPool:
             out.append(Candidate(wid, load, max_load, spec.skills))
         return out
 
-    def acquire(
+    def _try(
         self,
         session_id: str,
         *,
@@ -164,7 +176,7 @@ class WorkerPool:
         tools: Collection[str] = (),
         exclude: Collection[str] = (),
     ) -> Lease | None:
-        """Assign a session to a worker, or None when no worker is free (queue it and retry)."""
+        """Assign a session to a worker now, or None when no worker is free (waiters aside)."""
         if session_id in self._leases:
             raise ValueError(f"session {session_id} already holds a lease")
         if not required_skills:
@@ -182,6 +194,60 @@ class WorkerPool:
         if pick is None:
             return None
         return self._grant(session_id, pick.worker_id)
+
+    def acquire_nowait(
+        self,
+        session_id: str,
+        *,
+        required_skills: Collection[str] = (),
+        model: str | None = None,
+        tools: Collection[str] = (),
+        exclude: Collection[str] = (),
+    ) -> Lease:
+        """A lease on a free worker now; :class:`CapacityFull` when none is free or others wait."""
+        lease = None
+        if not self._queued():
+            lease = self._try(session_id, required_skills=required_skills, model=model, tools=tools, exclude=exclude)
+        if lease is None:
+            raise CapacityFull(f"no worker is free for {session_id} ({len(self._specs)} registered)")
+        return lease
+
+    async def acquire(self, session_id: str) -> Lease:
+        """A lease on the next worker to come free, in the order the sessions asked."""
+        if not self._queued():
+            lease = self._try(session_id)
+            if lease is not None:
+                return lease
+        fut: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
+        self._waiters.append((fut, session_id))
+        try:
+            return await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled():  # granted in the same instant: give it back
+                self.release(fut.result())
+            raise
+
+    def _queued(self) -> bool:
+        """Someone waits (cancelled waiters at the head are dropped first)."""
+        while self._waiters and self._waiters[0][0].done():
+            self._waiters.popleft()
+        return bool(self._waiters)
+
+    def _waiting(self) -> int:
+        return sum(1 for fut, _ in self._waiters if not fut.done())
+
+    def _serve(self) -> None:
+        """Hand free workers to the waiters, oldest first; stop at the first that cannot be served."""
+        while self._waiters:
+            fut, sid = self._waiters[0]
+            if fut.done():
+                self._waiters.popleft()
+                continue
+            lease = self._try(sid)
+            if lease is None:
+                return
+            self._waiters.popleft()
+            fut.set_result(lease)
 
     def _first_idle(self, model: str | None, tools: Collection[str], exclude: Collection[str]) -> str | None:
         """The idle worker least-loaded selection would pick: the smallest admitting id."""
@@ -219,8 +285,14 @@ class WorkerPool:
     def is_current(self, lease: Lease) -> bool:
         return self._leases.get(lease.session_id) == lease
 
+    def mark_used(self, lease: Lease) -> None:
+        """An attempt starts on the lease (reserved until now)."""
+        if self.is_current(lease):
+            self._used.add(lease.session_id)
+
     def _drop(self, lease: Lease) -> None:
         self._leases.pop(lease.session_id, None)
+        self._used.discard(lease.session_id)
         running = self._running.get(lease.worker_id)
         if running is not None:
             running.discard(lease.session_id)
@@ -229,26 +301,22 @@ class WorkerPool:
             if not running and lease.worker_id in self.health:
                 self.health.set_busy(lease.worker_id, False)
 
-    def release(self, lease: Lease, *, ok: bool, latency: float | None = None) -> bool:
-        """Report how a session ended on its worker. False: the lease is stale, drop the outcome."""
+    def release(self, lease: Lease, *, ok: bool | None = None, latency: float | None = None) -> bool:
+        """Give a lease back. ``ok`` says how the session ended on its worker (counted in its
+        health); None judges nothing (the session was preempted, paused between attempts, or its
+        backup is not needed). False: the lease is stale, drop the outcome."""
         if not self.is_current(lease):
             return False
         took = self._clock.now() - lease.started_at if latency is None else latency
         self._drop(lease)
-        if ok:
+        if ok is None:
+            if lease.probe and lease.worker_id in self.health:
+                self.health.abort_probe(lease.worker_id)
+        elif ok:
             self.health.record_success(lease.worker_id, took)
         else:
             self.health.record_failure(lease.worker_id, took)
-        return True
-
-    def cancel(self, lease: Lease) -> bool:
-        """Give a lease back without judging its worker (the session was preempted, paused between
-        attempts, or its backup is not needed). False: the lease is stale."""
-        if not self.is_current(lease):
-            return False
-        self._drop(lease)
-        if lease.probe and lease.worker_id in self.health:
-            self.health.abort_probe(lease.worker_id)
+        self._serve()
         return True
 
     def fail(
@@ -265,9 +333,11 @@ class WorkerPool:
         self._drop(lease)
         self.health.record_failure(lease.worker_id, took)
         tried = {lease.worker_id, *avoid}
-        backup = self.acquire(lease.session_id, exclude=tried)
+        # A backup keeps the session's turn: it is granted before any waiter is served.
+        backup = self._try(lease.session_id, exclude=tried)
         if backup is None and len(tried) > 1:  # only workers it failed on are free: not the last one
-            backup = self.acquire(lease.session_id, exclude=(lease.worker_id,))
+            backup = self._try(lease.session_id, exclude=(lease.worker_id,))
+        self._serve()
         return Reassignment(lease.session_id, lease.worker_id, reason, backup)
 
     def _evacuate(self, worker_id: str, reason: str, *, count_failure: bool) -> list[Reassignment]:
@@ -277,7 +347,7 @@ class WorkerPool:
             self._drop(lease)
             if count_failure:
                 self.health.record_failure(worker_id)
-            backup = self.acquire(sid, exclude=(worker_id,))
+            backup = self._try(sid, exclude=(worker_id,))
             moved.append(Reassignment(sid, worker_id, reason, backup))
         return moved
 
@@ -290,6 +360,7 @@ class WorkerPool:
         for wid in self.health.at_risk():
             if self._running.get(wid) and self._candidates(None, (), (wid,)):
                 moved.extend(self._evacuate(wid, "at_risk", count_failure=False))
+        self._serve()  # breakers that half-opened meanwhile take waiters too
         return moved
 
     def team(self, required: Collection[str]) -> tuple[str, ...] | None:
@@ -301,9 +372,21 @@ class WorkerPool:
     def free_slots(self) -> int:
         return sum(c.free for c in self._candidates(None, (), ()))
 
+    @property
+    def total(self) -> int:
+        """Sessions the workers that take work could hold at once (a probing worker: one)."""
+        return sum(c.max_load for c in self._candidates(None, (), ()))
+
     def statistics(self) -> PoolStats:
         unhealthy = self.health.unhealthy()
+        used = len(self._used)
+        cap = statistics_of(self.total, len(self._leases) - used, used, self._waiting(), dict.fromkeys(self._leases, 1))
         return PoolStats(
+            total_tokens=cap.total_tokens,
+            reserved=cap.reserved,
+            in_use=cap.in_use,
+            tasks_waiting=cap.tasks_waiting,
+            borrowers=cap.borrowers,
             workers=len(self._specs),
             admitting=sum(1 for w in self._specs if self.health.admits_work(w)),
             open_breakers=sum(1 for w in self._specs if self.health.breaker(w) is BreakerState.OPEN),
@@ -315,4 +398,7 @@ class WorkerPool:
 
     def __repr__(self) -> str:
         s = self.statistics()
-        return f"WorkerPool(workers={s.workers}, admitting={s.admitting}, load={s.load}, free={s.free_slots})"
+        return (
+            f"<WorkerPool {s.borrowed_tokens}/{s.total_tokens} ({s.reserved} reserved, {s.in_use} in use), "
+            f"{s.tasks_waiting} waiting; workers={s.workers} admitting={s.admitting} free={s.free_slots}>"
+        )

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from agent_fleet.brain.harness import Harness, Outcome, SessionOutcome
 from agent_fleet.brain.step import Limits
+from agent_fleet.capacity import CapacityFull, Permit
 from agent_fleet.clock import Clock, RealClock, timeout
 from agent_fleet.dispatch.autoscale import Autoscaler
 from agent_fleet.dispatch.health import HealthConfig
@@ -133,10 +133,11 @@ Interposer = Callable[[Lease, SessionLog, ModelGateway], tuple[SessionLog, Model
 class _Live:
     """A session while it holds its admission slot."""
 
+    slot: Permit  # the admission slot it holds
     lease: Lease | None = None  # current lease (None: waiting for a worker)
     task: asyncio.Task[SessionOutcome] | None = None  # the running attempt
     progress: Progress | None = None
-    waiter: asyncio.Future[Lease] | None = None
+    waiter: asyncio.Task[Lease] | None = None  # waiting for a worker, in a task preemption can cancel
     moved: Reassignment | None = None  # the health check took this attempt's lease
     preempt_reason: str | None = None
     preempted_by: str | None = None
@@ -200,7 +201,6 @@ class Dispatcher:
         self._starts = StartGate(self._opts.start_ahead) if body is None else None
         self._interpose = interpose
         self._live: dict[str, _Live] = {}
-        self._waiters: deque[tuple[str, asyncio.Future[Lease]]] = deque()
         self._restored: set[str] = set()
         self._tick = 0
         self._last_check: float | None = None
@@ -244,14 +244,13 @@ class Dispatcher:
             live = self._live.get(move.session_id)
             if live is None:  # cannot happen while leases live only inside _Live; stay safe
                 if move.lease is not None:
-                    self.pool.cancel(move.lease)
+                    self.pool.release(move.lease)
                 continue
             running_here = live.task is not None and not live.task.done()
             live.lease = move.lease
             if running_here and live.task is not None:
                 live.moved = move
                 live.task.cancel()
-        self._serve_waiters()
         return moves
 
     # -- running ---------------------------------------------------------------------------------
@@ -288,8 +287,6 @@ class Dispatcher:
         for _ in range(max(0, change)):
             self.pool.register(WorkerSpec(worker_id=f"auto-{self._scaled:05d}"))
             self._scaled += 1
-        if change > 0:
-            self._serve_waiters()
         idle = [w for w in workers if not self.pool.load(w)]
         for w in idle[: max(0, -change)]:
             self.pool.deregister(w)  # idle: nothing to move
@@ -298,19 +295,18 @@ class Dispatcher:
     async def _drive(self, sid: str, partition: Partition, outcomes: dict[str, SessionOutcome]) -> None:
         tally = _Tally()
         while True:
-            await self._slots.acquire(sid)
+            slot = await self._slots.acquire(sid)
             self.stats.queued -= 1
             self.stats.active += 1
-            live = self._live[sid] = _Live()
+            live = self._live[sid] = _Live(slot)
             try:
                 end = await self._admitted(sid, partition, live, tally)
             finally:
                 self._live.pop(sid, None)
                 if live.lease is not None:  # a backup that no attempt used
-                    self.pool.cancel(live.lease)
-                    self._serve_waiters()
+                    self.pool.release(live.lease)
                 self.stats.active -= 1
-                self._slots.release(sid)
+                self._slots.release(slot)
             if end.outcome is not None:
                 self._count(end.outcome)
                 outcomes[sid] = end.outcome
@@ -329,10 +325,11 @@ class Dispatcher:
                     live.lease = await self._take_lease(sid, live)
                 except _Preempted:
                     return await self._preempted(sid, live)
-            leave = await self._starts.enter() if self._starts is not None else _stay
+            leave = await self._enter_start(sid)
             if live.preempt_reason is not None:
                 leave()
                 continue
+            self._slots.mark_used(live.slot)  # the slot runs an attempt from now on
             tally.number += 1
             try:
                 end = await self._attempt(sid, partition, tally.number, live, leave)
@@ -367,22 +364,32 @@ class Dispatcher:
         await self._log.emit_event(sid, EventType.SESSION_PREEMPTED, data)
         return _PREEMPTED
 
+    async def _enter_start(self, sid: str) -> Callable[[], None]:
+        """A place in the start gate; returns the idempotent ``leave`` that gives it back."""
+        starts = self._starts
+        if starts is None:
+            return _stay
+        permit = await starts.acquire(sid)
+        starts.mark_used(permit)
+
+        def leave() -> None:
+            starts.release(permit)
+
+        return leave
+
     async def _take_lease(self, sid: str, live: _Live) -> Lease:
         """A worker for the session, waiting in FIFO order while none is free."""
-        if not self._waiters:
-            lease = self.pool.acquire(sid)
-            if lease is not None:
-                return lease
-        fut: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
-        self._waiters.append((sid, fut))
-        live.waiter = fut
+        try:
+            return self.pool.acquire_nowait(sid)
+        except CapacityFull:
+            pass
+        waiter = live.waiter = asyncio.ensure_future(self.pool.acquire(sid))  # awaited right here
         self.stats.waiting_for_worker += 1
         try:
-            return await fut
+            return await waiter
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():  # granted in the same instant: give it back
-                self.pool.cancel(fut.result())
-                self._serve_waiters()
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self.pool.release(waiter.result())  # granted in the same instant: give it back
             me = asyncio.current_task()
             if live.preempt_reason is not None and not (me is not None and me.cancelling()):
                 raise _Preempted from None
@@ -390,22 +397,6 @@ class Dispatcher:
         finally:
             live.waiter = None
             self.stats.waiting_for_worker -= 1
-            try:
-                self._waiters.remove((sid, fut))
-            except ValueError:
-                pass
-
-    def _serve_waiters(self) -> None:
-        while self._waiters:
-            sid, fut = self._waiters[0]
-            if fut.done():
-                self._waiters.popleft()
-                continue
-            lease = self.pool.acquire(sid)
-            if lease is None:
-                return
-            self._waiters.popleft()
-            fut.set_result(lease)
 
     async def _attempt(
         self, sid: str, partition: Partition, number: int, live: _Live, first_call: Callable[[], None]
@@ -419,6 +410,7 @@ class Dispatcher:
         if self._interpose is not None:
             att_log, att_gateway = self._interpose(lease, att_log, att_gateway)
         attempt = Attempt(sid, partition, number, lease, att_log, att_gateway, progress)
+        self.pool.mark_used(lease)
         started = self._clock.now()
         # A task of its own so that preemption and health moves can cancel this attempt without
         # cancelling the run; it is awaited right here, never left behind.
@@ -468,7 +460,7 @@ class Dispatcher:
             pass  # the health check already charged the worker and moved the lease
         elif kind is None:
             if not self.pool.release(lease, ok=True, latency=took) and live.lease is not None:
-                self.pool.cancel(live.lease)  # moved in the same instant it finished: the log has it
+                self.pool.release(live.lease)  # moved in the same instant it finished: the log has it
             live.lease = None
         elif kind in ("crash", "timeout"):
             live.failed_on.add(lease.worker_id)
@@ -478,12 +470,13 @@ class Dispatcher:
             if moved is not None:
                 live.lease = moved.lease
         else:  # provider, agent, config, preempted: not the worker's doing
-            self.pool.cancel(lease)
+            self.pool.release(lease)
             live.lease = None
         live.moved = None
-        self._serve_waiters()
 
     async def _timed(self, attempt: Attempt) -> SessionOutcome:
+        if self._opts.session_timeout is None:
+            return await self._body(attempt)
         async with timeout(self._clock, self._opts.session_timeout):  # on the injected clock
             return await self._body(attempt)
 

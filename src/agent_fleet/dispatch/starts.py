@@ -10,34 +10,17 @@ that will fill the gateway's slots first are the ones that start first.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+from agent_fleet.capacity import CapacityLimiter
 
 __all__ = ["StartGate"]
 
 
-class StartGate:
+class StartGate(CapacityLimiter):
+    """At most ``total`` sessions starting at once, admitted in the order they come.
+
+    A session takes a permit (``acquire(session_id)``) before its attempt, marks it used as the
+    attempt begins and releases it at its first model call or when the attempt ends.
+    """
+
     def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError(f"the start gate needs a limit of at least 1, got {limit}")
-        self.limit = limit
-        self._permits = asyncio.Semaphore(limit)
-        self.starting = 0  # sessions between entering the gate and leaving it
-
-    async def enter(self) -> Callable[[], None]:
-        """Wait for a place; returns the idempotent ``leave`` that gives it back."""
-        await self._permits.acquire()
-        self.starting += 1
-        left = False
-
-        def leave() -> None:
-            nonlocal left
-            if not left:
-                left = True
-                self.starting -= 1
-                self._permits.release()
-
-        return leave
-
-    def __repr__(self) -> str:
-        return f"StartGate(limit={self.limit}, starting={self.starting})"
+        super().__init__(limit, name="start places")

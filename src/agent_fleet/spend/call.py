@@ -24,6 +24,7 @@ from decimal import Decimal
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
+from agent_fleet.capacity import Permit
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ProviderError, ProviderUnreachable, QuotaExhausted, RateLimited
 from agent_fleet.spend.budget import Reservation
@@ -98,7 +99,7 @@ class CallSlot:
         self.worst_tokens = prompt_tokens + max_tokens
         self.worst_usd = gateway.prices.worst_case(model, prompt_tokens, max_tokens)
         self.reservation: Reservation | None = None
-        self._permit = False
+        self._permit: Permit | None = None
         self.on_wire = False
         self.streaming = False
         self.charged = False
@@ -114,12 +115,11 @@ class CallSlot:
         gw._in_flight += 1
         try:
             gw._tick(self.lane, gw.clock.now())  # windows close lazily: judge the last one before queueing
-            await self.lane.limiter.acquire(self.session_id)
+            self._permit = await self.lane.limiter.acquire(self.session_id)
         except BaseException:
             gw._in_flight -= 1
             gw.book.settle(self.reservation, 0, _ZERO)
             raise
-        self._permit = True
         return self
 
     async def __aexit__(
@@ -127,9 +127,9 @@ class CallSlot:
     ) -> None:
         gw = self._gw
         try:
-            if self._permit:
-                self._permit = False
-                self.lane.limiter.release(self.session_id)
+            if self._permit is not None:
+                permit, self._permit = self._permit, None
+                self.lane.limiter.release(permit)
         finally:
             gw._in_flight -= 1
             if not self.charged and self.reservation is not None:
@@ -165,6 +165,8 @@ class CallSlot:
             gw._tick(lane, now)
             breaker.on_send(now)
             started = now
+            if self._permit is not None:
+                lane.limiter.mark_used(self._permit)  # reserved until now; marking again is a no-op
             self.on_wire = True
             try:
                 answer = await attempt_once()

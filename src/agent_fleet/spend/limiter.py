@@ -1,8 +1,8 @@
 """Capacity primitives of the gateway: a concurrency limiter, its adaptive policy, token buckets with debt.
 
-* :class:`ConcurrencyLimiter` has trio's ``CapacityLimiter`` surface. Acquisition is one synchronous
-  check-and-take, and a released permit is handed straight to the oldest waiter, so the limiter can
-  never admit more than ``total`` and no newcomer barges past a waiter.
+* :class:`ConcurrencyLimiter` is the engine's :class:`~agent_fleet.capacity.CapacityLimiter` (trio's
+  surface, Temporal's reserve → mark used → release): a call reserves a permit for its session,
+  marks it used when it goes on the wire, and releases it when it ends.
 * :class:`AdaptiveConcurrency` is the pure rule that moves the limit (module docstring of its own).
 * :class:`TokenBucket` admits on an estimate and is charged the real amount afterwards; its level
   may go negative (debt), and later callers wait the debt off.
@@ -10,13 +10,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
-from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from agent_fleet.errors import FleetError
+from agent_fleet.capacity import CapacityFull, CapacityLimiter, CapacityStatistics
 
 __all__ = [
     "AdaptiveConcurrency",
@@ -29,103 +27,20 @@ __all__ = [
 ]
 
 
-class LimiterFull(FleetError):
-    """``acquire_nowait`` found no free permit."""
+LimiterFull = CapacityFull  # ``acquire_nowait`` found no free permit
+LimiterStatistics = CapacityStatistics
 
 
-@dataclass(frozen=True, slots=True)
-class LimiterStatistics:
-    borrowed_tokens: int
-    total_tokens: int
-    borrowers: dict[str, int]
-    tasks_waiting: int
+class ConcurrencyLimiter(CapacityLimiter):
+    """At most ``total`` provider calls at once; permits are taken on behalf of a session.
 
-
-class ConcurrencyLimiter:
-    """At most ``total`` permits out at once; permits are taken on behalf of a borrower (a session id).
-
-    A borrower may hold several permits (a session with parallel calls). Raising ``total`` wakes waiters
-    at once; lowering it never revokes a permit, it only stops new ones until enough are released.
+    The adaptive rule sets ``total``: raising it wakes waiters at once, lowering it revokes
+    nothing. Reserved permits are calls waiting on the breaker or the rate buckets; in use, calls
+    on the wire.
     """
 
     def __init__(self, total: int = 50) -> None:
-        self._total = self._check(total)
-        self._borrowed = 0
-        self._borrowers: dict[str, int] = {}
-        self._waiters: deque[tuple[asyncio.Future[None], str]] = deque()
-
-    @staticmethod
-    def _check(total: int) -> int:
-        if not isinstance(total, int) or isinstance(total, bool) or total < 1:
-            raise ValueError(f"a concurrency limit is a whole number ≥ 1, not {total!r}")
-        return total
-
-    @property
-    def total(self) -> int:
-        return self._total
-
-    @total.setter
-    def total(self, value: int) -> None:
-        self._total = self._check(value)
-        self._wake()
-
-    @property
-    def borrowed_tokens(self) -> int:
-        return self._borrowed
-
-    @property
-    def available_tokens(self) -> int:
-        return max(0, self._total - self._borrowed)
-
-    def _take(self, borrower: str) -> None:
-        self._borrowed += 1
-        self._borrowers[borrower] = self._borrowers.get(borrower, 0) + 1
-
-    def _wake(self) -> None:
-        while self._waiters and self._borrowed < self._total:
-            fut, borrower = self._waiters.popleft()
-            if fut.done():  # its task was cancelled while waiting
-                continue
-            self._take(borrower)
-            fut.set_result(None)
-
-    def acquire_nowait(self, borrower: str = "") -> None:
-        if self._waiters or self._borrowed >= self._total:
-            raise LimiterFull(f"all {self._total} permits are taken")
-        self._take(borrower)
-
-    async def acquire(self, borrower: str = "") -> None:
-        if not self._waiters and self._borrowed < self._total:
-            self._take(borrower)
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((fut, borrower))
-        try:
-            await fut
-        except BaseException:
-            # Cancelled after a permit was handed over but before this task resumed: give it back.
-            if fut.done() and not fut.cancelled():
-                self.release(borrower)
-            raise
-
-    def release(self, borrower: str = "") -> None:
-        held = self._borrowers.get(borrower, 0)
-        if held <= 0:
-            raise RuntimeError(f"{borrower!r} holds no permit of this limiter")
-        if held == 1:
-            del self._borrowers[borrower]
-        else:
-            self._borrowers[borrower] = held - 1
-        self._borrowed -= 1
-        self._wake()
-
-    def statistics(self) -> LimiterStatistics:
-        waiting = sum(1 for fut, _ in self._waiters if not fut.done())
-        return LimiterStatistics(self._borrowed, self._total, dict(self._borrowers), waiting)
-
-    def __repr__(self) -> str:
-        waiting = sum(1 for fut, _ in self._waiters if not fut.done())
-        return f"<ConcurrencyLimiter {self._borrowed}/{self._total} borrowed, {waiting} waiting>"
+        super().__init__(total, name="concurrency permits")
 
 
 # --- the adaptive rule -------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from admission_builders import cq, flavor, lq
 
 from agent_fleet.admission import AdmissionController, Workload, parse_objects
 from agent_fleet.admission.slots import AdmissionRefused, AdmissionSlots
+from agent_fleet.capacity import CapacityFull
 from agent_fleet.clock import VirtualClock
 
 
@@ -51,20 +52,20 @@ async def test_release_after_preemption_resubmits_with_the_first_creation_time()
     task = asyncio.create_task(slots.acquire("s1"))
     await asyncio.sleep(0)
     ctl.settle()
-    await task
+    permit = await task
     ctl.clock.advance(10)  # type: ignore[attr-defined]
     ctl.submit(Workload(name="hi", queue="q", priority=5, created=10))
     ctl.settle()
     assert calls == [("s1", "InClusterQueue")]
-    slots.release("s1")  # the cancelled attempt gives its slot back
+    assert slots.release(permit)  # the cancelled attempt gives its slot back
     ctl.clock.advance(5)  # type: ignore[attr-defined]
     again = asyncio.create_task(slots.acquire("s1"))
     await asyncio.sleep(0)
     assert ctl.workloads["s1"].created == 0  # keeps its place in the queue order
     ctl.finish("hi")
     ctl.settle()
-    await asyncio.wait_for(again, 1)
-    slots.release("s1")
+    permit = await asyncio.wait_for(again, 1)
+    assert slots.release(permit) and not slots.release(permit)
     assert ctl.workloads == {}
     assert ctl.admitted() == []
 
@@ -75,11 +76,11 @@ async def test_release_of_a_session_preempted_as_it_finished_leaves_nothing_behi
     task = asyncio.create_task(slots.acquire("s1"))
     await asyncio.sleep(0)
     ctl.settle()
-    await task
+    permit = await task
     ctl.submit(Workload(name="hi", queue="q", priority=5))
     ctl.settle()
     assert calls == [("s1", "InClusterQueue")]  # s1 preempted; its attempt had already completed, so no acquire follows
-    slots.release("s1")
+    assert slots.release(permit)
     assert "s1" not in ctl.workloads
     ctl.settle()
     assert ctl.admitted() == ["hi"]
@@ -92,13 +93,13 @@ async def test_readmitted_before_release_frees_quota_once() -> None:
     task = asyncio.create_task(slots.acquire("s1"))
     await asyncio.sleep(0)
     ctl.settle()
-    await task
+    permit = await task
     ctl.submit(Workload(name="hi", queue="q", priority=5))
     ctl.settle()
     ctl.finish("hi")
     ctl.settle()  # s1 readmitted while its cancelled attempt has not released yet
     assert ctl.admitted() == ["s1"]
-    slots.release("s1")
+    assert slots.release(permit)
     assert ctl.admitted() == [] and ctl.workloads == {}
     again = asyncio.create_task(slots.acquire("s1"))
     await asyncio.sleep(0)
@@ -133,9 +134,10 @@ async def test_two_runs_share_one_controller() -> None:
     tb = asyncio.create_task(b.acquire("b1"))
     await asyncio.sleep(0)
     ctl.settle()
-    await asyncio.wait_for(asyncio.gather(ta, tb), 1)
-    a.release("a1")
-    b.release("b1")
+    pa, pb = await asyncio.wait_for(asyncio.gather(ta, tb), 1)
+    assert not a.release(pb)  # a permit of the other run's slots
+    a.release(pa)
+    b.release(pb)
     assert ctl.workloads == {}
 
 
@@ -145,3 +147,27 @@ async def test_a_request_that_can_never_fit_is_refused() -> None:
     with pytest.raises(AdmissionRefused, match="ExceedsMaxQuota"):
         await slots.acquire("s1")
     assert ctl.workloads == {}
+
+
+async def test_the_capacity_surface_counts_reserved_and_in_use_apart() -> None:
+    ctl = controller(pods=2)
+    slots, _ = slots_with_hook(ctl)
+    assert slots.total is None  # quotas, not a count
+    first = slots.acquire_nowait("s1")  # one settle admits it at once
+    waiting = asyncio.create_task(slots.acquire("s2"))
+    await asyncio.sleep(0)
+    ctl.settle()
+    second = await waiting
+    slots.mark_used(second)
+    stats = slots.statistics()
+    assert (stats.reserved, stats.in_use, stats.tasks_waiting, dict(stats.borrowers)) == (1, 1, 0, {"s1": 1, "s2": 1})
+    assert repr(slots) == "<AdmissionSlots 'q' 2 admitted (1 reserved, 1 in use), 0 waiting, 2 submitted>"
+    with pytest.raises(CapacityFull):
+        slots.acquire_nowait("s3")  # no quota left: refused, and its Workload withdrawn
+    assert "s3" not in ctl.workloads
+    ctl.submit(Workload(name="hi", queue="q", priority=5))
+    ctl.settle()  # preempts one of them: it no longer counts
+    assert slots.statistics().borrowed_tokens == 1
+    slots.release(first)
+    slots.release(second)
+    assert ctl.workloads == {"hi": ctl.workloads["hi"]} and slots.statistics().borrowed_tokens == 0

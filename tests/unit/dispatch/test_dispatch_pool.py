@@ -2,12 +2,22 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 
+from agent_fleet.capacity import CapacityFull
 from agent_fleet.clock import VirtualClock
 from agent_fleet.dispatch.health import BreakerState, HealthConfig
 from agent_fleet.dispatch.pool import Lease, WorkerPool, WorkerSpec
+
+
+def take(pool: WorkerPool, session_id: str, **criteria: Any) -> Lease | None:
+    """A lease now, or None when no worker is free."""
+    try:
+        return pool.acquire_nowait(session_id, **criteria)
+    except CapacityFull:
+        return None
 
 
 def pool_with(*specs: WorkerSpec, **health: float) -> tuple[VirtualClock, WorkerPool]:
@@ -20,7 +30,7 @@ def pool_with(*specs: WorkerSpec, **health: float) -> tuple[VirtualClock, Worker
 
 def test_least_loaded_assignment_and_release() -> None:
     _, pool = pool_with(WorkerSpec(worker_id="a", max_load=2), WorkerSpec(worker_id="b", max_load=2))
-    leases = [pool.acquire(f"s{i}") for i in range(5)]
+    leases = [take(pool, f"s{i}") for i in range(5)]
     assert [lease.worker_id if lease else None for lease in leases] == ["a", "b", "a", "b", None]
     assert pool.free_slots() == 0
     first = leases[0]
@@ -35,10 +45,10 @@ def test_model_and_tool_constraints() -> None:
         WorkerSpec(worker_id="a", models=frozenset({"fast"}), tools=frozenset({"fetch_url"})),
         WorkerSpec(worker_id="b", models=frozenset({"deep"})),
     )
-    got = pool.acquire("s1", model="deep")
+    got = take(pool, "s1", model="deep")
     assert got is not None and got.worker_id == "b"
-    assert pool.acquire("s2", model="deep") is None
-    got = pool.acquire("s3", tools=["fetch_url"])
+    assert take(pool, "s2", model="deep") is None
+    got = take(pool, "s3", tools=["fetch_url"])
     assert got is not None and got.worker_id == "a"
 
 
@@ -49,7 +59,7 @@ def test_capability_weighted_when_skills_are_required() -> None:
     )
     picks = []
     for i in range(6):
-        lease = pool.acquire(f"s{i}", required_skills=["sec"])
+        lease = take(pool, f"s{i}", required_skills=["sec"])
         assert lease is not None
         picks.append(lease.worker_id)
     # the expert takes work until it is 2 (load_slack) above the novice
@@ -58,7 +68,7 @@ def test_capability_weighted_when_skills_are_required() -> None:
 
 def test_failure_reassigns_to_backup_with_new_fencing_token() -> None:
     clock, pool = pool_with(WorkerSpec(worker_id="a"), WorkerSpec(worker_id="b"))
-    lease = pool.acquire("s1")
+    lease = take(pool, "s1")
     assert lease is not None and lease.worker_id == "a"
     clock.advance(4.0)
     pool.heartbeat("a")
@@ -74,7 +84,7 @@ def test_failure_reassigns_to_backup_with_new_fencing_token() -> None:
 
 def test_a_failing_session_moves_to_a_worker_it_has_not_failed_on_while_one_is_free() -> None:
     _, pool = pool_with(*(WorkerSpec(worker_id=w) for w in "abc"))
-    first = pool.acquire("s1")
+    first = take(pool, "s1")
     assert first is not None and first.worker_id == "a"
     second = pool.fail(first, reason="timeout", avoid={"a"})
     assert second is not None and second.lease is not None and second.lease.worker_id == "b"
@@ -88,7 +98,7 @@ def test_a_failing_session_moves_to_a_worker_it_has_not_failed_on_while_one_is_f
 
 def test_dead_worker_sessions_move_and_late_result_is_dropped() -> None:
     clock, pool = pool_with(WorkerSpec(worker_id="a", max_load=2), WorkerSpec(worker_id="b", max_load=2))
-    l1, l2 = pool.acquire("s1"), pool.acquire("s2")
+    l1, l2 = take(pool, "s1"), take(pool, "s2")
     assert l1 is not None and l2 is not None and l1.worker_id == "a" and l2.worker_id == "b"
     for t in (1.0, 2.0, 2.9):
         clock.set(t)
@@ -105,7 +115,7 @@ def test_dead_worker_sessions_move_and_late_result_is_dropped() -> None:
 
 def test_hung_worker_is_detected_within_hung_after() -> None:
     clock, pool = pool_with(WorkerSpec(worker_id="a"), WorkerSpec(worker_id="b"), hung_after=5.0)
-    lease = pool.acquire("s1")
+    lease = take(pool, "s1")
     assert lease is not None and lease.worker_id == "a"
     moved = []
     t = 0.0
@@ -122,20 +132,20 @@ def test_hung_worker_is_detected_within_hung_after() -> None:
 def test_breaker_probe_returns_worker_after_cooldown() -> None:
     clock, pool = pool_with(WorkerSpec(worker_id="a", max_load=4), cooldown=10.0)
     for i in range(3):
-        lease = pool.acquire(f"s{i}")
+        lease = take(pool, f"s{i}")
         assert lease is not None
         moved = pool.fail(lease)
         assert moved is not None
         if i < 2:
             assert moved.lease is None  # no backup: the caller queues it
     assert pool.health.breaker("a") is BreakerState.OPEN
-    assert pool.acquire("s9") is None
+    assert take(pool, "s9") is None
     assert pool.statistics().degraded
     clock.set(10.0)
     pool.heartbeat("a")
-    probe = pool.acquire("s9")
+    probe = take(pool, "s9")
     assert probe is not None and probe.probe
-    assert pool.acquire("s10") is None  # only one probe
+    assert take(pool, "s10") is None  # only one probe
     assert pool.release(probe, ok=True)
     assert pool.health.breaker("a") is BreakerState.CLOSED
     assert pool.free_slots() == 4
@@ -143,7 +153,7 @@ def test_breaker_probe_returns_worker_after_cooldown() -> None:
 
 def test_empty_pool_degrades_instead_of_failing() -> None:
     _, pool = pool_with()
-    assert pool.acquire("s1") is None
+    assert take(pool, "s1") is None
     assert pool.free_slots() == 0
     assert pool.team(["x"]) is None
 
@@ -163,9 +173,9 @@ def test_team_formation_from_healthy_workers_only() -> None:
 
 def test_double_acquire_is_a_bug() -> None:
     _, pool = pool_with(WorkerSpec(worker_id="a", max_load=2))
-    assert pool.acquire("s1") is not None
+    assert take(pool, "s1") is not None
     with pytest.raises(ValueError):
-        pool.acquire("s1")
+        take(pool, "s1")
 
 
 def test_fault_injection_every_session_completes_exactly_once() -> None:
@@ -217,7 +227,7 @@ def test_fault_injection_every_session_completes_exactly_once() -> None:
                     accepted[sid] += 1
         while queue:
             sid = queue.pop(0)
-            lease = pool.acquire(sid)
+            lease = take(pool, sid)
             if lease is None:
                 queue.insert(0, sid)
                 break

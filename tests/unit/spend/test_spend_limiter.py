@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 
 import pytest
 
+from agent_fleet.clock import VirtualClock
+from agent_fleet.domain.model import ChatRequest
+from agent_fleet.domain.usage import Usage
+from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.limiter import (
     AdaptiveConcurrency,
     AdaptiveConfig,
@@ -13,8 +18,10 @@ from agent_fleet.spend.limiter import (
     LimiterFull,
     TokenBucket,
 )
+from agent_fleet.spend.prices import PriceTable, Rates
+from agent_fleet.testing.fakes import FakeProvider
 
-# --- ConcurrencyLimiter ---------------------------------------------------------------------------
+# --- ConcurrencyLimiter (the shared CapacityLimiter: tests/unit/test_capacity.py) ------------------
 
 
 async def test_limiter_never_admits_more_than_its_total():
@@ -24,7 +31,7 @@ async def test_limiter_never_admits_more_than_its_total():
 
     async def worker(i: int) -> None:
         nonlocal peak, active
-        await lim.acquire(f"s{i % 4}")
+        permit = await lim.acquire(f"s{i % 4}")
         try:
             active += 1
             peak = max(peak, active)
@@ -32,7 +39,7 @@ async def test_limiter_never_admits_more_than_its_total():
             await asyncio.sleep(0)
         finally:
             active -= 1
-            lim.release(f"s{i % 4}")
+            lim.release(permit)
 
     async with asyncio.TaskGroup() as tg:
         for i in range(50):
@@ -40,73 +47,50 @@ async def test_limiter_never_admits_more_than_its_total():
     assert peak == 3
     assert lim.statistics().borrowed_tokens == 0
     assert lim.statistics().borrowers == {}
+    full = ConcurrencyLimiter(1)
+    full.acquire_nowait("a")
+    with pytest.raises(LimiterFull, match="all 1 of the concurrency permits are taken"):
+        full.acquire_nowait("b")
 
 
-async def test_limiter_surface_and_fifo_handoff():
-    lim = ConcurrencyLimiter(1)
-    lim.acquire_nowait("a")
-    with pytest.raises(LimiterFull):
-        lim.acquire_nowait("b")
-    order: list[str] = []
-
-    async def waiter(name: str) -> None:
-        await lim.acquire(name)
-        order.append(name)
-
-    async with asyncio.TaskGroup() as tg:
-        tg.create_task(waiter("b"))
-        tg.create_task(waiter("c"))
-        await asyncio.sleep(0)
-        assert lim.statistics().tasks_waiting == 2
-        assert repr(lim) == "<ConcurrencyLimiter 1/1 borrowed, 2 waiting>"
-        lim.release("a")
-        await asyncio.sleep(0)
-        # a newcomer cannot barge past the waiters
-        with pytest.raises(LimiterFull):
-            lim.acquire_nowait("z")
-        lim.release("b")
-    assert order == ["b", "c"]
-    stats = lim.statistics()
-    assert (stats.borrowed_tokens, stats.total_tokens, stats.borrowers) == (1, 1, {"c": 1})
-    with pytest.raises(RuntimeError):
-        lim.release("nobody")
+def gateway_with_rpm(clock: VirtualClock, latency: float) -> tuple[Gateway, FakeProvider]:
+    provider = FakeProvider(clock, model="m", latency=latency, usage=Usage(10, 5))
+    prices = PriceTable(overrides={"m": Rates(input=Decimal(1), output=Decimal(1))})
+    gw = Gateway(provider, clock=clock, requests_per_minute=60, prices=prices, estimate_prompt=lambda r: 10)
+    return gw, provider
 
 
-async def test_raising_total_wakes_waiters_and_lowering_revokes_nothing():
-    lim = ConcurrencyLimiter(1)
-    lim.acquire_nowait("a")
-    got: list[str] = []
+async def test_a_call_reserves_its_permit_while_paced_and_uses_it_on_the_wire():
+    """60 requests a minute with a ten-second burst: ten of twelve calls go out at once, the
+    eleventh and twelfth hold reserved permits until the bucket lets them go at t=1 and t=2."""
+    clock = VirtualClock()
+    gw, provider = gateway_with_rpm(clock, latency=5.0)
+    req = ChatRequest(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=10)
+    seen: list[tuple[float, int, int]] = []
 
-    async def waiter(name: str) -> None:
-        await lim.acquire(name)
-        got.append(name)
+    def note() -> None:
+        s = gw.limiter.statistics()
+        seen.append((clock.now(), s.reserved, s.in_use))
 
     async with asyncio.TaskGroup() as tg:
-        tg.create_task(waiter("b"))
-        tg.create_task(waiter("c"))
-        await asyncio.sleep(0)
-        lim.total = 3
-        await asyncio.sleep(0)
-    assert got == ["b", "c"]
-    lim.total = 1
-    assert lim.borrowed_tokens == 3 and lim.available_tokens == 0
-    with pytest.raises(ValueError):
-        lim.total = 0
-
-
-async def test_cancelled_waiter_leaks_no_permit():
-    lim = ConcurrencyLimiter(1)
-    lim.acquire_nowait("a")
-    task = asyncio.create_task(lim.acquire("b"))
-    await asyncio.sleep(0)
-    # hand the permit over and cancel in the same step: the permit must come back
-    lim.release("a")
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert lim.borrowed_tokens == 0
-    lim.acquire_nowait("c")
-    assert lim.statistics().borrowers == {"c": 1}
+        for i in range(12):
+            tg.create_task(gw.complete(f"s{i}", req))
+        await clock.until_idle()
+        note()
+        for _ in range(7):
+            await clock.run_for(1.0)
+            note()
+    assert seen == [
+        (0.0, 2, 10),
+        (1.0, 1, 11),
+        (2.0, 0, 12),
+        (3.0, 0, 12),
+        (4.0, 0, 12),
+        (5.0, 0, 2),  # the first ten answered at t=5
+        (6.0, 0, 1),
+        (7.0, 0, 0),
+    ]
+    assert provider.calls == 12 and gw.limiter.statistics().borrowed_tokens == 0
 
 
 # --- AdaptiveConcurrency ----------------------------------------------------------------------------
