@@ -47,12 +47,14 @@ class RealClock:
 _QUIET_TURNS = 2
 
 
-def _nothing_ready(loop: asyncio.AbstractEventLoop) -> bool:
-    return not getattr(loop, "_ready", ())
+def _nothing_else_ready(loop: asyncio.AbstractEventLoop, idlers: int) -> bool:
+    """Only the other tasks waiting for idleness (each one step away) are ready."""
+    return len(getattr(loop, "_ready", ())) <= idlers - 1
 
 
 class VirtualClock:
-    """A clock that moves only on :meth:`advance` (or :meth:`run_until_idle`-style drivers).
+    """A clock that moves only on :meth:`advance`, :meth:`set` and :meth:`run_for`, or on its own
+    inside :meth:`auto_advance`.
 
     Sleepers are woken in deadline order; ties wake in the order they slept.
     """
@@ -62,6 +64,7 @@ class VirtualClock:
         self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._counter = itertools.count()
         self._slept: asyncio.Event | None = None  # set on each new sleeper while auto-advancing
+        self._idlers = 0  # tasks inside until_idle (they keep each other ready: not counted as work)
 
     def now(self) -> float:
         return self._now
@@ -135,14 +138,19 @@ class VirtualClock:
     async def until_idle(self) -> None:
         """Return once no other task can run: each one waits (on this clock, an event, I/O).
 
-        Time does not move meanwhile; a test asserts the state the scenario has reached, then
-        moves the clock. Idleness is read as :meth:`auto_advance` reads it.
+        Outside :meth:`auto_advance` time does not move meanwhile: a test asserts the state the
+        scenario has reached, then moves the clock. Several tasks may wait for idleness at once
+        (``auto_advance`` is one of them); they do not count as work for each other.
         """
         loop = asyncio.get_running_loop()
         quiet = 0
-        while quiet < _QUIET_TURNS:
-            await asyncio.sleep(0)
-            quiet = quiet + 1 if _nothing_ready(loop) else 0
+        self._idlers += 1
+        try:
+            while quiet < _QUIET_TURNS:
+                await asyncio.sleep(0)
+                quiet = quiet + 1 if _nothing_else_ready(loop, self._idlers) else 0
+        finally:
+            self._idlers -= 1
 
     async def _advance_when_idle(self) -> None:
         slept = self._slept

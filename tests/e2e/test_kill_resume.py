@@ -13,10 +13,15 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_fleet.domain.events import EventType
 from agent_fleet.session import open_store
 
 from .conftest import Cli, write_lines
+
+# A kill test: a process is killed and its leftovers checked; selected with -m slow, bounded on its own.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def _results(summary: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -29,6 +29,9 @@ from _hands_support import git_repo, have_bwrap, worktrees
 from agent_fleet.hands import isolation
 from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
 
+# A kill test: a process is killed and its leftovers checked; selected with -m slow, bounded on its own.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
 MCP_SERVER = Path(__file__).with_name("_mcp_server.py")
 FILES = 12
 SOURCE = "def handler_{i}(data):\n    try:\n        return eval(data)\n    except:\n        return None\n"

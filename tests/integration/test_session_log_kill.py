@@ -23,6 +23,9 @@ import pytest
 
 from agent_fleet.session import SessionLog, open_store
 
+# A kill test: a process is killed and its leftovers checked; selected with -m slow, bounded on its own.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
 PG_URL = os.environ.get("FLEET_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 EMITTERS = 40
 ACKS_BEFORE_KILL = 3000

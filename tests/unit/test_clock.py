@@ -108,3 +108,32 @@ async def test_timeout_on_the_real_clock() -> None:
             await asyncio.sleep(5)
     async with timeout(RealClock(), 5):
         await asyncio.sleep(0)
+
+
+async def test_until_idle_returns_while_the_clock_advances_on_its_own() -> None:
+    """Two tasks waiting for idleness do not keep each other busy."""
+    clock = VirtualClock()
+    gate = asyncio.Event()
+    async with clock.auto_advance():
+        waiter = asyncio.create_task(gate.wait())
+        sleeper = asyncio.create_task(clock.sleep(4.0))
+        async with asyncio.timeout(5):  # real seconds: only a deadlock would take this long
+            await clock.until_idle()
+            await sleeper
+        assert clock.now() == 4.0 and not waiter.done()
+        gate.set()
+        await waiter
+
+
+async def test_until_idle_waits_for_work_in_progress() -> None:
+    clock = VirtualClock()
+    steps: list[int] = []
+
+    async def work() -> None:
+        for i in range(50):
+            steps.append(i)
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(work())
+    await clock.until_idle()
+    assert steps == list(range(50)) and task.done() and clock.now() == 0.0

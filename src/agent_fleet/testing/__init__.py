@@ -1,1 +1,39 @@
-"""testing."""
+"""Public test helpers: fakes for the engine's ports, a virtual clock and the simulated provider.
+
+* :class:`FakeProvider`, :class:`FakeGateway`, :class:`FakeHands` (:mod:`agent_fleet.testing.fakes`);
+* :class:`MemorySessionLog` (:mod:`agent_fleet.testing.memory_log`), which passes the session-log
+  contract suite;
+* :class:`VirtualClock` (:mod:`agent_fleet.clock`): exact time, moved by hand or, inside
+  ``auto_advance()``, whenever every task waits;
+* the simulated provider (:mod:`agent_fleet.testing.sim_provider`, ``agent-fleet sim-provider``).
+
+Names load on first use, so importing this package costs nothing.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_fleet.clock import VirtualClock
+    from agent_fleet.testing.fakes import FakeGateway, FakeHands, FakeProvider
+    from agent_fleet.testing.memory_log import MemorySessionLog, MemoryStore
+
+__all__ = ["FakeGateway", "FakeHands", "FakeProvider", "MemorySessionLog", "MemoryStore", "VirtualClock"]
+
+_HOMES = {
+    "FakeGateway": "agent_fleet.testing.fakes",
+    "FakeHands": "agent_fleet.testing.fakes",
+    "FakeProvider": "agent_fleet.testing.fakes",
+    "MemorySessionLog": "agent_fleet.testing.memory_log",
+    "MemoryStore": "agent_fleet.testing.memory_log",
+    "VirtualClock": "agent_fleet.clock",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(home), name)

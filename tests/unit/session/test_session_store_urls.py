@@ -1,9 +1,8 @@
-"""Store URLs, the backend factory, and what an unreachable store looks like."""
+"""Store URLs, the backend factory, and what an unopenable SQLite store looks like (PostgreSQL over the
+network: tests/integration/test_session_store_postgres.py)."""
 
 from __future__ import annotations
 
-import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,6 @@ from agent_fleet.session import (
     resolve_store_url,
 )
 from agent_fleet.session._codec import redact_url
-
-PG_URL = os.environ.get("FLEET_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def test_resolve_store_url_prefers_the_flag_then_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,33 +73,6 @@ def test_a_config_error_never_shows_the_password() -> None:
     assert "hunter2" not in str(caught.value)
     assert redact_url("postgresql://user:hunter2@db:5432/x?a=1") == "postgresql://user:***@db:5432/x?a=1"
     assert redact_url("postgresql://db/x") == "postgresql://db/x"
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.mark.postgres
-async def test_an_unreachable_postgres_is_store_unreachable_without_the_password() -> None:
-    log = open_store(f"postgresql://postgres:hunter2@127.0.0.1:{_closed_port()}/test")
-    with pytest.raises(StoreUnreachable) as caught:
-        await log.open()
-    message = str(caught.value)
-    assert "hunter2" not in message
-    assert "\n" not in message
-    assert message.startswith("cannot reach session store postgresql://postgres:***@127.0.0.1:")
-    await log.close()
-    await log.close()
-
-
-@pytest.mark.postgres
-async def test_a_missing_postgres_database_is_store_unreachable() -> None:
-    base = PG_URL.rsplit("/", 1)[0]
-    log = open_store(f"{base}/no_such_database_for_fleet")
-    with pytest.raises(StoreUnreachable, match="no_such_database_for_fleet"):
-        await log.open()
 
 
 async def test_an_unopenable_sqlite_file_is_store_unreachable(tmp_path: Path) -> None:

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import math
-import struct
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from agent_fleet.aggregate import LexicalEmbedder, ProviderEmbedder, choose_embedder
 from agent_fleet.aggregate.remote import GatewayEmbeddingsClient
@@ -33,7 +29,7 @@ from agent_fleet.errors import (
 from agent_fleet.spend.embeddings import embedding_batches, raw_embedding_estimate
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.prices import PriceTable, Rates
-from agent_fleet.spend.providers import AnthropicProvider, OpenAIProvider, ProviderTimeout
+from agent_fleet.spend.providers import AnthropicProvider, ProviderTimeout
 from agent_fleet.testing.fakes import FakeProvider
 
 EMB = "emb"
@@ -393,91 +389,6 @@ def test_batches_by_count_and_estimated_tokens() -> None:
 
 
 # --- the OpenAI provider over loopback ----------------------------------------------------------------
-
-
-@dataclass
-class EmbeddingsServer:
-    replies: list[tuple[int, Any, dict[str, str]]] = field(default_factory=list)
-    seen: list[dict[str, Any]] = field(default_factory=list)
-    base64: bool = False
-    base_url: str = ""
-
-    async def handle(self, request: web.Request) -> web.Response:
-        body = json.loads(await request.read())
-        self.seen.append(body)
-        if self.replies:
-            status, payload, headers = self.replies.pop(0)
-            return web.json_response(payload, status=status, headers=headers)
-        data = []
-        for i, text in enumerate(body["input"]):
-            vec = [float(len(text)), float(i), 0.5]
-            value: Any = base64.b64encode(struct.pack("<3f", *vec)).decode() if self.base64 else vec
-            data.append({"object": "embedding", "index": i, "embedding": value})
-        data.reverse()  # order comes from "index", not from the position in the list
-        tokens = sum(math.ceil(len(t) / 4) for t in body["input"])
-        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return web.json_response({"object": "list", "data": data, "model": body["model"], "usage": usage})
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[EmbeddingsServer]:
-    srv = EmbeddingsServer()
-    app = web.Application()
-    app.router.add_post("/v1/embeddings", srv.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    srv.base_url = f"http://127.0.0.1:{port}/v1"
-    yield srv
-    await runner.cleanup()
-
-
-async def test_openai_provider_posts_float_batches_of_at_most_256(server: EmbeddingsServer) -> None:
-    provider = OpenAIProvider(api_key="sk-test-secret", base_url=server.base_url)
-    try:
-        texts = [f"text number {i}" for i in range(300)]
-        vectors, usage = await provider.embed(texts, "text-embedding-3-small", dimensions=3)
-        assert [len(b["input"]) for b in server.seen] == [256, 44]
-        assert all(b["encoding_format"] == "float" and b["dimensions"] == 3 for b in server.seen)
-        assert [v[0] for v in vectors] == [float(len(t)) for t in texts]
-        assert [v[1] for v in vectors[254:258]] == [254.0, 255.0, 0.0, 1.0]
-        assert usage.input_tokens == sum(math.ceil(len(t) / 4) for t in texts)
-        server.base64 = True  # a server that answers base64 anyway
-        vectors, _ = await provider.embed(["abcd"], "m")
-        assert vectors == [[4.0, 0.0, 0.5]]
-    finally:
-        await provider.aclose()
-
-
-async def test_openai_provider_maps_errors_like_chat_calls(server: EmbeddingsServer) -> None:
-    provider = OpenAIProvider(api_key="sk-test-secret", base_url=server.base_url)
-    server.replies = [
-        (429, {"error": {"message": "slow down", "type": "requests"}}, {"retry-after": "3"}),
-        (429, {"error": {"message": "You exceeded your quota", "code": "insufficient_quota"}}, {}),
-        (503, {"error": {"message": "busy"}}, {}),
-        (400, {"error": {"message": "input too long sk-test-secret"}}, {}),
-        (200, {"data": [], "usage": {"prompt_tokens": 1}}, {}),
-    ]
-    try:
-        with pytest.raises(RateLimited) as limited:
-            await provider.embed(["a"], "m")
-        assert limited.value.retry_after == 3.0
-        with pytest.raises(QuotaExhausted):
-            await provider.embed(["a"], "m")
-        with pytest.raises(Overloaded):
-            await provider.embed(["a"], "m")
-        with pytest.raises(ClientRequestError) as bad:
-            await provider.embed(["a"], "m")
-        assert "sk-test-secret" not in str(bad.value)
-        with pytest.raises(Overloaded, match="0 embeddings for 1 inputs"):
-            await provider.embed(["a"], "m")
-    finally:
-        await provider.aclose()
-
-
-# --- the aggregate side: the client over the gateway port, and choose_embedder ----------------------------
 
 
 async def test_gateway_client_and_choose_embedder_provider() -> None:

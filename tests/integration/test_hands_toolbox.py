@@ -12,7 +12,7 @@ from agent_fleet.hands.mcp_pool import McpPool, McpServerConfig
 from agent_fleet.hands.sandbox import LocalSandboxProvider, SandboxConfig
 from agent_fleet.hands.toolbox import Toolbox
 
-MCP_SERVER = str(Path(__file__).parents[2] / "integration" / "_mcp_server.py")
+MCP_SERVER = str(Path(__file__).with_name("_mcp_server.py"))
 
 
 def part(kind: InputKind, items: tuple[str, ...], tools: tuple[str, ...] = ()) -> Partition:

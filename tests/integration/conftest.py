@@ -1,4 +1,4 @@
-"""A tiny scripted HTTP model server on loopback, for the provider tests."""
+"""Fixtures for the integration tests: a tiny scripted HTTP model server on loopback (provider tests)."""
 
 from __future__ import annotations
 

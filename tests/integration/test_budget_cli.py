@@ -11,12 +11,11 @@ from decimal import Decimal
 
 import pytest
 
-from agent_fleet.cli.budget import budget_event_data
 from agent_fleet.clock import VirtualClock
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.model import ChatRequest
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import BudgetExhausted, UsageError
+from agent_fleet.errors import BudgetExhausted
 from agent_fleet.session.store import open_store
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
 from agent_fleet.spend.prices import PriceTable, Rates
@@ -93,13 +92,6 @@ def test_bad_raise_is_one_line_exit_2(store: str, args: list[str], message: str)
     assert proc.returncode == 2
     assert message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
-
-
-def test_event_data_is_exact():
-    assert budget_event_data(None, "$0.10") == {"usd": "0.10"}
-    assert Decimal(budget_event_data(5, "1e-2")["usd"]) == Decimal("0.01")
-    with pytest.raises(UsageError):
-        budget_event_data(None, "nan")
 
 
 async def test_a_paused_session_resumes_when_the_event_is_applied(store: str) -> None:
