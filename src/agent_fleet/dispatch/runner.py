@@ -166,10 +166,6 @@ class _Preempted(FleetError):
 _PREEMPTED = _End(kind="preempted")
 
 
-def _stay() -> None:
-    return None
-
-
 class Dispatcher:
     def __init__(
         self,
@@ -368,7 +364,7 @@ class Dispatcher:
         """A place in the start gate; returns the idempotent ``leave`` that gives it back."""
         starts = self._starts
         if starts is None:
-            return _stay
+            return lambda: None
         permit = await starts.acquire(sid)
         starts.mark_used(permit)
 

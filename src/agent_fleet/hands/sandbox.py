@@ -20,17 +20,17 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.clock import timeout as clock_timeout
 from agent_fleet.errors import FleetError
 from agent_fleet.hands import isolation
+from agent_fleet.hands._pipes import Capture, kill_group, read_fd, write_fd
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.workspace import Workspace, create_workspace, remove_workspace
 
@@ -133,62 +133,6 @@ class SandboxProvider(Protocol):
     ) -> Sandbox: ...
 
 
-@dataclass(slots=True)
-class _Capture:
-    cap: int
-    chunks: list[bytes] = field(default_factory=list)
-    size: int = 0
-    truncated: bool = False
-
-    def feed(self, data: bytes) -> None:
-        room = self.cap - self.size
-        if room <= 0:
-            self.truncated = self.truncated or bool(data)
-            return
-        if len(data) > room:
-            data, self.truncated = data[:room], True
-        self.chunks.append(data)
-        self.size += len(data)
-
-    def text(self) -> str:
-        return b"".join(self.chunks).decode("utf-8", errors="replace")
-
-
-async def _read_fd(fd: int, into: _Capture) -> None:
-    """Read a pipe to EOF into ``into``; closes the fd, also when cancelled."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    pipe = os.fdopen(fd, "rb", buffering=0)
-    try:
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-    except BaseException:
-        pipe.close()
-        raise
-    try:
-        while chunk := await reader.read(65536):
-            into.feed(chunk)
-    finally:
-        transport.close()
-
-
-async def _write_fd(fd: int, data: bytes) -> None:
-    """Write ``data`` to a pipe and close it; a reader that went away is not an error."""
-    loop = asyncio.get_running_loop()
-    pipe = os.fdopen(fd, "wb", buffering=0)
-    try:
-        transport, _ = await loop.connect_write_pipe(asyncio.Protocol, pipe)
-    except BaseException:
-        pipe.close()
-        raise
-    transport.write(data)
-    transport.close()  # flushes what is buffered, then closes; aborted if the reader is gone
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(OSError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
 class LocalSandbox:
     def __init__(
         self,
@@ -253,28 +197,10 @@ class LocalSandbox:
             raise SandboxError(f"sandbox {self.sandbox_id} is {state}")
         wall = self._config.default_timeout if timeout is None else timeout
         res = self.resources
-        inside_tmp = "/tmp" if self._bwrap else str(self.workspace.tmpdir)
-        try:
-            env = isolation.process_env(
-                home=str(self.workdir),
-                tmpdir=inside_tmp,
-                extra=env_extra,
-                markers={isolation.OWNER_VAR: self._owner, isolation.SANDBOX_VAR: self.sandbox_id},
-            )
-        except ValueError as exc:
-            raise SandboxError(str(exc)) from None
-        # bwrap as root maps the sandbox user to host root, where RLIMIT_NPROC is never enforced;
-        # setting it would only limit bwrap's own setup.
-        nproc = None if (self._bwrap and os.geteuid() == 0) else res.max_processes
-        limits = isolation.ProcessLimits(
-            cpu_seconds=res.cpu_seconds(wall), memory=res.effective_limits.memory, fsize=res.max_file_bytes, nproc=nproc
-        )
-        drop = None if self._bwrap else self._uid  # bwrap maps its own user
-        argv = self._argv(command)
-        bare = "/" not in argv[0]  # like a shell: a command not on PATH exits 127
-        if self._bwrap is None and bare and shutil.which(argv[0], path=env["PATH"]) is None:
+        prepared = self._prepare(command, wall, env_extra)
+        if prepared is None:  # like a shell: a command not on PATH exits 127
             return CompletedRun(exit_code=127, stdout="", stderr="cannot start the command: No such file or directory")
-        shim_argv, popen_extra = self._shim.prepare(limits, argv, uid=drop)
+        shim_argv, popen_extra, env = prepared
         started = self._clock.now()
         # Our own pipes, not asyncio's: asyncio's wait() on 3.11 only returns once every pipe is
         # closed, which a background child holding stdout would delay until it dies.
@@ -309,37 +235,11 @@ class LocalSandbox:
         self.runs += 1
         pgid = proc.pid  # start_new_session: the child leads its own group
         self._live_groups.add(pgid)
-        out, err = _Capture(res.max_output_bytes), _Capture(res.max_output_bytes)
-        timed_out = False
+        out, err = Capture(res.max_output_bytes), Capture(res.max_output_bytes)
         try:
-            async with asyncio.TaskGroup() as tg:
-                readers = [tg.create_task(_read_fd(out_r, out)), tg.create_task(_read_fd(err_r, err))]
-                if stdin is not None:
-                    tg.create_task(_write_fd(in_w, stdin))
-                try:
-                    async with clock_timeout(self._clock, wall):
-                        await proc.wait()
-                except TimeoutError:
-                    timed_out = True
-                    _kill_group(pgid)
-                    await proc.wait()
-                # The command is done: nothing it started may outlive it.
-                _kill_group(pgid)
-                _done, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE)
-                if pending:  # something left the group and holds the pipes: find it by its marker
-                    await asyncio.to_thread(self._kill_marked)
-                    _done, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE)
-                for task in pending:
-                    task.cancel()
+            timed_out = await self._wait(proc, wall, (out_r, out), (err_r, err), (in_w, stdin))
         finally:
-            # On the normal path the group was killed right after its leader exited; killing an
-            # id again later could hit a recycled process group, so only the abnormal path does.
             self._live_groups.discard(pgid)
-            if proc.returncode is None:
-                _kill_group(pgid)
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
         rc = proc.returncode
         sig: int | None = None
         if rc is not None and rc < 0:
@@ -357,13 +257,84 @@ class LocalSandbox:
             duration=self._clock.now() - started,
         )
 
+    def _prepare(
+        self, command: str | Sequence[str], wall: float, env_extra: Mapping[str, str] | None
+    ) -> tuple[list[str], dict[str, Any], dict[str, str]] | None:
+        """The argv behind the exec shim, its extra subprocess arguments and the environment;
+        None when the command is not on PATH."""
+        res = self.resources
+        inside_tmp = "/tmp" if self._bwrap else str(self.workspace.tmpdir)
+        try:
+            env = isolation.process_env(
+                home=str(self.workdir),
+                tmpdir=inside_tmp,
+                extra=env_extra,
+                markers={isolation.OWNER_VAR: self._owner, isolation.SANDBOX_VAR: self.sandbox_id},
+            )
+        except ValueError as exc:
+            raise SandboxError(str(exc)) from None
+        # bwrap as root maps the sandbox user to host root, where RLIMIT_NPROC is never enforced;
+        # setting it would only limit bwrap's own setup.
+        nproc = None if (self._bwrap and os.geteuid() == 0) else res.max_processes
+        limits = isolation.ProcessLimits(
+            cpu_seconds=res.cpu_seconds(wall), memory=res.effective_limits.memory, fsize=res.max_file_bytes, nproc=nproc
+        )
+        drop = None if self._bwrap else self._uid  # bwrap maps its own user
+        argv = self._argv(command)
+        if self._bwrap is None and "/" not in argv[0] and shutil.which(argv[0], path=env["PATH"]) is None:
+            return None
+        shim_argv, popen_extra = self._shim.prepare(limits, argv, uid=drop)
+        return shim_argv, popen_extra, env
+
+    async def _wait(
+        self,
+        proc: asyncio.subprocess.Process,
+        wall: float,
+        out: tuple[int, Capture],
+        err: tuple[int, Capture],
+        feed: tuple[int, bytes | None],
+    ) -> bool:
+        """Wait for the command (killing its group at the wall timeout), drain its pipes, feed its
+        stdin; True when the timeout killed it."""
+        timed_out = False
+        pgid = proc.pid
+        try:
+            async with asyncio.TaskGroup() as tg:
+                readers = [tg.create_task(read_fd(*out)), tg.create_task(read_fd(*err))]
+                if feed[1] is not None:
+                    tg.create_task(write_fd(feed[0], feed[1]))
+                try:
+                    async with clock_timeout(self._clock, wall):
+                        await proc.wait()
+                except TimeoutError:
+                    timed_out = True
+                    kill_group(pgid)
+                    await proc.wait()
+                # The command is done: nothing it started may outlive it.
+                kill_group(pgid)
+                _done, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE)
+                if pending:  # something left the group and holds the pipes: find it by its marker
+                    await asyncio.to_thread(self._kill_marked)
+                    _done, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE)
+                for task in pending:
+                    task.cancel()
+        finally:
+            # On the normal path the group was killed right after its leader exited; killing an
+            # id again later could hit a recycled process group, so only the abnormal path does.
+            if proc.returncode is None:
+                kill_group(pgid)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        return timed_out
+
     def _kill_marked(self) -> list[int]:
         return isolation.kill_marked(lambda m: m.get(isolation.SANDBOX_VAR) == self.sandbox_id)
 
     def kill_processes(self) -> list[int]:
         """Kill every process of this sandbox, including ones that left its process groups."""
         for pgid in list(self._live_groups):
-            _kill_group(pgid)
+            kill_group(pgid)
         return self._kill_marked()
 
     async def aclose(self) -> None:
