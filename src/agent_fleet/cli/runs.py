@@ -15,12 +15,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from agent_fleet.aggregate.live import snapshot_key
 from agent_fleet.cli.common import STORE_OPTION, print_json, run_async
 from agent_fleet.cli.progress import live_progress
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
 from agent_fleet.engine import Engine, RunOptions, RunReport, deploy, estimate, exit_code_for, resume
 from agent_fleet.errors import SessionNotFound, UsageError
-from agent_fleet.observe.live_dedup import snapshot_key
 from agent_fleet.observe.metrics import metrics_key
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.session.port import SessionLog

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent_fleet.brain.harness import Outcome
+from agent_fleet.brain.harness import Harness, Outcome
 from agent_fleet.clock import VirtualClock
 from agent_fleet.dispatch.health import BreakerState, HealthConfig
 from agent_fleet.dispatch.pool import Lease, WorkerPool, WorkerSpec
@@ -99,6 +99,7 @@ def dispatcher(
     return Dispatcher(
         log=log,
         gateway=gateway,
+        brain=Harness,
         hands_for=lambda _p: NoTools(),
         slots=LocalSlots(slots),
         clock=clock,
@@ -396,6 +397,7 @@ async def test_no_more_than_start_ahead_sessions_are_starting_at_once(log: Sessi
     d = Dispatcher(
         log=WakeWatch(log, gw),
         gateway=gw,
+        brain=Harness,
         hands_for=lambda _p: NoTools(),
         slots=LocalSlots(100),
         clock=clock,
