@@ -12,10 +12,12 @@ Phases on their own: :func:`decompose` â†’ :class:`Plan`; :func:`open_engine` â†
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agent_fleet._lazy import lazy_exports
 from agent_fleet.errors import FleetError
+
+# typing.TYPE_CHECKING without importing typing (mypy treats the name as true): the CLI installs its
+# signal handlers only once this package has run, so this package imports next to nothing.
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from agent_fleet.admission import AdmissionController

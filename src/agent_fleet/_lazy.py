@@ -9,8 +9,11 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # see agent_fleet/__init__.py: importing this must not import typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 __all__ = ["lazy_exports"]
 

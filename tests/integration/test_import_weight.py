@@ -84,3 +84,30 @@ def test_a_plane_package_loads_no_implementation(plane: str) -> None:
 def test_the_package_itself_loads_only_its_error_tree() -> None:
     mods = [m for m in imported_by("import agent_fleet") if m.startswith("agent_fleet")]
     assert sorted(mods) == ["agent_fleet", "agent_fleet._lazy", "agent_fleet.errors"]
+
+
+_CLI = {"agent_fleet", "agent_fleet._lazy", "agent_fleet.errors", "agent_fleet.cli"} | {
+    f"agent_fleet.cli.{name}" for name in ("app", "budget", "common", "gateway", "interrupt", "queues", "runs", "sim")
+}
+
+
+def _cli_help(*args: str) -> list[str]:
+    argv = ["agent-fleet", *args, "--help"]
+    return imported_by(
+        f"import sys\nsys.argv = {argv!r}\nfrom agent_fleet.cli.app import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+
+
+def test_the_help_of_the_cli_loads_no_engine_nor_any_heavy_package() -> None:
+    mods = _cli_help()
+    assert {m for m in mods if m.startswith("agent_fleet")} <= _CLI
+    heavy = ("rich", "pydantic", "httpx", "aiohttp", "yaml", "asyncpg", "prometheus_client", "genai_prices", "numpy")
+    assert not [m for m in mods if m.split(".")[0] in heavy]
+
+
+@pytest.mark.parametrize("command", [("deploy",), ("status",), ("queues", "simulate"), ("budget", "raise")])
+def test_the_help_of_a_command_loads_no_engine(command: tuple[str, ...]) -> None:
+    mods = _cli_help(*command)
+    assert {m for m in mods if m.startswith("agent_fleet")} <= _CLI
+    assert not [m for m in mods if m.split(".")[0] in ("httpx", "aiohttp", "yaml", "asyncpg", "numpy", "rich")]
