@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agent_fleet.brain.harness import Harness, Outcome
+from agent_fleet.brain.port import Limits
 from agent_fleet.clock import VirtualClock
 from agent_fleet.dispatch.health import BreakerState, HealthConfig
 from agent_fleet.dispatch.pool import Lease, WorkerPool, WorkerSpec
@@ -26,6 +27,7 @@ from agent_fleet.dispatch.slots import LocalSlots
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.ids import session_id_for
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSpec
+from agent_fleet.domain.outcomes import SessionOutcome
 from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.domain.usage import Usage
 from agent_fleet.hands.port import ToolOutput
@@ -408,3 +410,44 @@ async def test_no_more_than_start_ahead_sessions_are_starting_at_once(log: Sessi
     assert all(o.outcome is Outcome.COMPLETED for o in outcomes.values()) and len(outcomes) == 40
     assert gw.most_starting == 4  # all 40 admitted at once, never more than 4 starting
     assert len(gw.first_call_seen) == 40
+
+
+_BUILT: list[tuple[object, object, int]] = []  # (log, gateway, max_turns) of every brain built
+
+
+class _RecordingBrain:
+    """A brain that completes at once, remembering what each attempt was built over."""
+
+    def __init__(self, *, log: SessionLog, gateway: ModelGateway, hands: object, limits: Limits) -> None:
+        self._log = log
+        _BUILT.append((log, gateway, limits.max_turns))
+
+    async def run(self, session_id: str, *, attempt: int = 1) -> SessionOutcome:
+        await self._log.emit_event(session_id, EventType.SESSION_COMPLETED, {"summary": f"attempt {attempt}"})
+        return SessionOutcome(session_id, Outcome.COMPLETED)
+
+
+async def test_the_dispatcher_runs_the_brain_it_is_given_over_each_attempts_own_views(log: SessionLog) -> None:
+    _BUILT.clear()
+    clock = VirtualClock()
+    gw = Counting(clock)
+    d = Dispatcher(
+        log=log,
+        gateway=gw,
+        brain=_RecordingBrain,
+        hands_for=lambda _p: NoTools(),
+        slots=LocalSlots(10),
+        clock=clock,
+        options=DispatchOptions(limits=Limits(max_turns=7)),
+    )
+    outcomes = await d.run(await sessions(log, 3))
+    assert {o.outcome for o in outcomes.values()} == {Outcome.COMPLETED} and len(outcomes) == 3
+    assert len(_BUILT) == 3
+    for att_log, att_gateway, max_turns in _BUILT:
+        assert att_log is not log and att_gateway is not gw  # the attempt's watched views, not the engine's
+        assert max_turns == 7
+
+
+def test_a_dispatcher_needs_a_brain_or_a_session_body() -> None:
+    with pytest.raises(TypeError, match="brain"):
+        Dispatcher(log=None, gateway=None, hands_for=lambda _p: NoTools(), slots=LocalSlots(1))  # type: ignore[arg-type]
