@@ -12,9 +12,12 @@ Phases on their own: :func:`decompose` â†’ :class:`Plan`; :func:`open_engine` â†
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from agent_fleet._lazy import lazy_exports
 from agent_fleet.errors import FleetError
+
+# typing.TYPE_CHECKING without importing typing (mypy treats the name as true): the CLI installs its
+# signal handlers only once this package has run, so this package imports next to nothing.
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from agent_fleet.admission import AdmissionController
@@ -49,30 +52,25 @@ __all__ = [
     "resume",
 ]
 
-_LAZY = {
-    "AdmissionController": "agent_fleet.admission",
-    "Aggregator": "agent_fleet.aggregate",
-    "Engine": "agent_fleet.engine",
-    "Gateway": "agent_fleet.spend.gateway",
-    "Partition": "agent_fleet.domain",
-    "Plan": "agent_fleet.domain",
-    "ResultItem": "agent_fleet.domain",
-    "RunOptions": "agent_fleet.options",
-    "RunReport": "agent_fleet.options",
-    "SessionLog": "agent_fleet.session",
-    "decompose": "agent_fleet.decompose",
-    "deploy": "agent_fleet.engine",
-    "estimate": "agent_fleet.engine",
-    "open_engine": "agent_fleet.engine",
-    "open_store": "agent_fleet.session",
-    "resume": "agent_fleet.engine",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent_fleet' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "AdmissionController": "agent_fleet.admission",
+        "Aggregator": "agent_fleet.aggregate",
+        "Engine": "agent_fleet.engine",
+        "Gateway": "agent_fleet.spend.gateway",
+        "Partition": "agent_fleet.domain",
+        "Plan": "agent_fleet.domain",
+        "ResultItem": "agent_fleet.domain",
+        "RunOptions": "agent_fleet.options",
+        "RunReport": "agent_fleet.options",
+        "SessionLog": "agent_fleet.session",
+        # the function: the package agent_fleet.decompose never takes this name (see _lazy.py)
+        "decompose": "agent_fleet.decompose.planner",
+        "deploy": "agent_fleet.engine",
+        "estimate": "agent_fleet.engine",
+        "open_engine": "agent_fleet.engine",
+        "open_store": "agent_fleet.session",
+        "resume": "agent_fleet.engine",
+    },
+)

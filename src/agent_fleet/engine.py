@@ -29,6 +29,8 @@ import aiohttp
 from agent_fleet.admission import AdmissionController, default_objects, load_kueue_yaml
 from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.aggregate import Aggregator, band_check, choose_embedder, classify_task, write_outputs
+from agent_fleet.aggregate.live import LiveDedup, snapshot_key
+from agent_fleet.brain.harness import Harness
 from agent_fleet.brain.step import Limits
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.config import load_config
@@ -45,7 +47,6 @@ from agent_fleet.errors import ProviderUnreachable, SessionNotFound, UsageError
 from agent_fleet.forecasting import forecast_for, observed_latency
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
-from agent_fleet.observe.live_dedup import LiveDedup, snapshot_key
 from agent_fleet.observe.metrics import FleetSnapshot, ModelFigures, metrics_key, render
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.options import RunOptions, RunReport, exit_code_for, with_config
@@ -294,6 +295,7 @@ class Engine:
         dispatcher = Dispatcher(
             log=self.log,
             gateway=self.gateway,
+            brain=Harness,
             hands_for=lambda p: self.hands_for(p, root),
             slots=slots,
             clock=self.clock,

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from agent_fleet.brain.harness import SessionOutcome
+from agent_fleet.aggregate.live import LiveDedup, snapshot_key
 from agent_fleet.dispatch.runner import Dispatcher
 from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.domain.events import EventType, SessionState
+from agent_fleet.domain.outcomes import SessionOutcome
 from agent_fleet.domain.plan import Partition
-from agent_fleet.observe.live_dedup import LiveDedup, snapshot_key
 from agent_fleet.spend.gateway import apply_budget_event
 
 if TYPE_CHECKING:

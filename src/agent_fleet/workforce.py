@@ -38,7 +38,7 @@ from agent_fleet.dispatch.pool import WorkerPool, WorkerSpec
 from agent_fleet.dispatch.runner import DispatchOptions, Interposer
 from agent_fleet.domain.plan import Partition
 from agent_fleet.errors import ConfigError
-from agent_fleet.hands.cli_agents import CliAgentSpec
+from agent_fleet.hands.cli_agents import CliAgentSpec, CommandAgent
 from agent_fleet.hands.cli_check import check_agent_command, visible_roots
 from agent_fleet.hands.mcp_pool import McpPool, McpServerConfig
 from agent_fleet.hands.port import Hands
@@ -279,13 +279,8 @@ class Workforce:
                 raise ConfigError("CLI agents need a sandbox provider")
             # The CLI's own hard timeout fires first and reports; this one is the backstop.
             options = replace(options, session_timeout=self._cli.spec.timeout + _CLI_GRACE)
-            parts["body"] = CliSessions(
-                self._cli.spec,
-                sandboxes=self.sandboxes,
-                endpoint=self._cli.service,
-                recorder=self._cli.recorder,
-                input_root=Path(root) if root is not None else None,
-            )
+            agent = CommandAgent(self._cli.spec, self.sandboxes, Path(root) if root is not None else None)
+            parts["body"] = CliSessions(agent, endpoint=self._cli.service, recorder=self._cli.recorder)
         parts["options"] = options
         return parts
 

@@ -127,11 +127,15 @@ async def test_sigterm_exits_130_and_the_run_resumes(slow_cli: Cli, tmp_path: Pa
     src = write_lines(tmp_path / "urls.txt", 400)
     args = ("--task", "Summarise each page", "--input", str(src), "--agents", "40", "--embedder", "lexical")
     proc = slow_cli.popen("deploy", *args)
-    await asyncio.sleep(2.5)
+    assert proc.stderr is not None
+    # once the run is recorded (however long start-up takes on a loaded machine), mid-run
+    started = await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 120)
+    assert started.startswith("agent-fleet: run ") and started.rstrip().endswith(" started"), started
+    await asyncio.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "Traceback" not in err and "resumable" in err
+    assert "Traceback" not in err and err.splitlines()[-1] == "agent-fleet: interrupted (resumable)"
     code, runs = slow_cli.json("status")
     run = runs["runs"][0]
     assert run["status"] == "interrupted"

@@ -17,8 +17,6 @@ unrecorded, so ``wake`` sends it as a fresh call, which is what it was.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from agent_fleet.brain.protocol import (
@@ -32,26 +30,14 @@ from agent_fleet.brain.step import CallModel, Complete, Limits, Pause, RunTool, 
 from agent_fleet.brain.view import SessionView
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatRequest, ToolCall
+from agent_fleet.domain.outcomes import Outcome, SessionOutcome
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import BudgetExhausted, ProviderError, UnreachableError
 from agent_fleet.hands.port import Hands
 from agent_fleet.session.port import SessionLog
 from agent_fleet.spend.port import ModelGateway
 
-__all__ = ["Harness", "Outcome", "SessionOutcome"]
-
-
-class Outcome(StrEnum):
-    COMPLETED = "completed"
-    PAUSED = "paused"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True, slots=True)
-class SessionOutcome:
-    session_id: str
-    outcome: Outcome
-    reason: str = ""
+__all__ = ["Harness", "Outcome", "SessionOutcome"]  # the outcomes are domain values, named here too
 
 
 class Harness:

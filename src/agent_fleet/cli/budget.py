@@ -7,15 +7,12 @@ values are the new caps. A live run polls its log for these events and applies t
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import typer
 
 from agent_fleet.cli.common import STORE_OPTION, print_json, run_async
-from agent_fleet.domain.events import EventType
 from agent_fleet.errors import SessionNotFound, UsageError
-from agent_fleet.session.store import open_store, resolve_store_url
 
 __all__ = ["budget_event_data", "register"]
 
@@ -26,6 +23,8 @@ budget_app = typer.Typer(
 
 def budget_event_data(tokens: int | None, usd: str | None) -> dict[str, Any]:
     """The event data for a raise, checked: a whole number of tokens ≥ 1, dollars > 0."""
+    from decimal import Decimal, InvalidOperation
+
     if tokens is None and usd is None:
         raise UsageError("give --tokens N or --usd X")
     data: dict[str, Any] = {}
@@ -53,6 +52,8 @@ def raise_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the appended event as JSON."),
 ) -> None:
     """Raise a budget; paused sessions resume."""
+    from agent_fleet.domain.events import EventType
+    from agent_fleet.session.store import open_store, resolve_store_url
 
     async def go() -> dict[str, Any]:
         data = budget_event_data(tokens, usd)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -12,6 +11,7 @@ from typing import Any, NoReturn, TypeVar
 
 import typer
 
+from agent_fleet.cli import interrupt
 from agent_fleet.errors import FleetError
 
 __all__ = ["STORE_OPTION", "die", "print_json", "run_async"]
@@ -32,17 +32,16 @@ def die(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # before the event loop runs: stop the way Ctrl-C does
-
-
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine; FleetErrors become one line and their exit code, never a traceback.
 
     SIGTERM stops a run the way Ctrl-C does (resumable, exit 130): while the event loop runs it
     cancels the command's task, so every task group unwinds and every write in flight lands — a
-    KeyboardInterrupt raised at an arbitrary point would leave some task holding it.
+    KeyboardInterrupt raised at an arbitrary point would leave some task holding it. Before and after
+    the loop, :mod:`agent_fleet.cli.interrupt`'s handler raises KeyboardInterrupt.
     """
+    import asyncio
+
     terminated = False
 
     async def main() -> T:
@@ -58,7 +57,7 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         loop.add_signal_handler(signal.SIGTERM, on_term)
         return await coro
 
-    signal.signal(signal.SIGTERM, _terminate)
+    interrupt.install()
     try:
         return asyncio.run(main())
     except FleetError as exc:
@@ -66,12 +65,14 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         if isinstance(exc, asyncio.CancelledError) and not terminated:
             raise
-        typer.echo("agent-fleet: interrupted (resumable)", err=True)
-        raise typer.Exit(130) from None
+        interrupt.say_interrupted()
+        raise typer.Exit(interrupt.EXIT_INTERRUPTED) from None
     except OSError as exc:
         if os.environ.get("FLEET_DEBUG"):
             raise
         die(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc), 2)
+    finally:
+        interrupt.install()  # closing the loop put SIGTERM's default (exit 143, no message) back
 
 
 def print_json(data: Any) -> None:

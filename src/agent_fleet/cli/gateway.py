@@ -7,7 +7,6 @@ session token as their API key. Tokens come from ``--session ID`` (printed at st
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -17,7 +16,6 @@ from pathlib import Path
 import typer
 
 from agent_fleet.cli.common import run_async
-from agent_fleet.config import load_config
 from agent_fleet.errors import UsageError
 
 __all__ = ["register"]
@@ -49,6 +47,9 @@ def gateway_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the URLs and tokens as one JSON line."),
 ) -> None:
     """Serve OpenAI- and Anthropic-compatible endpoints in front of the configured providers."""
+    import asyncio
+
+    from agent_fleet.config import load_config
     from agent_fleet.spend.factory import build_gateway
     from agent_fleet.spend.service import GatewayService
 

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import typer
-import yaml
 
-from agent_fleet.admission.controller import AdmissionController
-from agent_fleet.admission.kueue import load_kueue_yaml
-from agent_fleet.admission.objects import KueueObjects
-from agent_fleet.admission.simulate import format_result, load_scenario, simulate
-from agent_fleet.clock import VirtualClock
 from agent_fleet.errors import ConfigError, FleetError, StoreUnreachable
+
+if TYPE_CHECKING:
+    from agent_fleet.admission.objects import KueueObjects
 
 __all__ = ["load_queue_config", "register"]
 
@@ -38,6 +34,10 @@ def _fail(exc: FleetError) -> typer.Exit:
 
 def load_queue_config(path: Path) -> KueueObjects:
     """Kueue objects from a fleet.yaml (``queues:`` a path or inline objects) or a Kueue YAML file."""
+    import yaml
+
+    from agent_fleet.admission.kueue import load_kueue_yaml
+
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -68,6 +68,8 @@ def load_queue_config(path: Path) -> KueueObjects:
 
 
 def _read_live(store: str | None) -> dict[str, Any] | None:
+    import asyncio
+
     from agent_fleet.session.store import open_store, resolve_store_url
 
     url = resolve_store_url(store)
@@ -124,6 +126,9 @@ def queues(
         if live is not None:
             data, source = live, "live run"
         elif config is not None:
+            from agent_fleet.admission.controller import AdmissionController
+            from agent_fleet.clock import VirtualClock
+
             objects = load_queue_config(config)
             for warning in objects.warnings:
                 typer.echo(f"warning: {warning}", err=True)
@@ -145,6 +150,8 @@ def simulate_command(
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Run a workload trace through the admission controller on a virtual clock."""
+    from agent_fleet.admission.simulate import format_result, load_scenario, simulate
+
     try:
         loaded = load_scenario(scenario)
         result = simulate(loaded)

@@ -1,30 +1,28 @@
-"""Run commands: ``deploy``, ``resume``, ``status``, ``events``, ``demo``."""
+"""Run commands: ``deploy``, ``resume``, ``status``, ``events``, ``demo``.
+
+The engine, the store and rich are imported inside the commands: building the app (and ``--help``)
+loads none of them.
+"""
 
 from __future__ import annotations
 
 import inspect
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from agent_fleet.cli.common import STORE_OPTION, print_json, run_async
-from agent_fleet.cli.progress import live_progress
-from agent_fleet.domain.events import EventType, SessionRecord, SessionState
-from agent_fleet.engine import Engine, RunOptions, RunReport, deploy, estimate, exit_code_for, resume
 from agent_fleet.errors import SessionNotFound, UsageError
-from agent_fleet.observe.live_dedup import snapshot_key
-from agent_fleet.observe.metrics import metrics_key
-from agent_fleet.observe.summary import run_figures
-from agent_fleet.session.port import SessionLog
-from agent_fleet.session.store import open_store, resolve_store_url
+
+if TYPE_CHECKING:
+    from agent_fleet.domain.events import SessionRecord
+    from agent_fleet.engine import Engine, RunOptions, RunReport
+    from agent_fleet.session.port import SessionLog
 
 __all__ = ["register"]
 
@@ -34,6 +32,8 @@ def _announce(run_id: str, engine: Engine) -> None:
 
 
 def _finish(report: RunReport, as_json: bool) -> None:
+    from agent_fleet.engine import exit_code_for
+
     if as_json:
         print_json(report.summary)
     else:
@@ -44,6 +44,9 @@ def _finish(report: RunReport, as_json: bool) -> None:
 
 
 def _print_summary(s: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     table = Table(title=f"run {s['run_id']} — {s['status']}", show_header=False)
     sessions = s["sessions"]
@@ -103,6 +106,9 @@ def deploy_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Decompose and forecast only; run nothing."),
 ) -> None:
     """Decompose → dispatch → aggregate, end to end."""
+    from agent_fleet.cli.progress import live_progress
+    from agent_fleet.engine import RunOptions, deploy
+
     engine_box: list[Engine] = []
 
     def started(run_id: str, engine: Engine) -> None:
@@ -147,6 +153,8 @@ def deploy_cmd(
 
 
 async def _estimate(options: Callable[[], RunOptions], store: str | None = None) -> dict[str, Any]:
+    from agent_fleet.engine import estimate
+
     return await estimate(options(), store_url=store)
 
 
@@ -154,6 +162,9 @@ def _print_estimate(data: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(data)
         return
+    from rich.console import Console
+    from rich.table import Table
+
     f = data["forecast"]
     table = Table(title="forecast (nothing was run)", show_header=False)
     plan = data["plan"]
@@ -187,6 +198,9 @@ def resume_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
 ) -> None:
     """Continue an interrupted, crashed or budget-paused run from the session log."""
+    from agent_fleet.cli.progress import live_progress
+    from agent_fleet.engine import resume
+
     engine_box: list[Engine] = []
 
     def started(rid: str, engine: Engine) -> None:
@@ -201,6 +215,8 @@ def resume_cmd(
 
 
 async def _run_row(log: SessionLog, rec: SessionRecord) -> dict[str, Any]:
+    from agent_fleet.domain.events import EventType, SessionState
+
     state = rec.state
     if state in (SessionState.RUNNING, SessionState.CREATED):
         owner: dict[str, Any] = {}
@@ -221,6 +237,8 @@ async def _run_row(log: SessionLog, rec: SessionRecord) -> dict[str, Any]:
 
 def _owner_alive(owner: dict[str, Any]) -> bool:
     """A run stream says ``running`` until it ends; a run whose process is gone was interrupted."""
+    import socket
+
     pid, host = owner.get("pid"), owner.get("host")
     if not isinstance(pid, int) or host != socket.gethostname():
         return True
@@ -239,6 +257,10 @@ def status_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Runs, or one run: sessions by state, tokens, cost, errors."""
+    from agent_fleet.aggregate.live import snapshot_key
+    from agent_fleet.domain.events import EventType
+    from agent_fleet.observe.summary import run_figures
+    from agent_fleet.session.store import open_store, resolve_store_url
 
     async def go() -> dict[str, Any]:
         async with open_store(resolve_store_url(store)) as log:
@@ -268,6 +290,9 @@ def status_cmd(
     if as_json:
         print_json(data)
         return
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     if run_id is None:
         table = Table("run", "status", "task", "created")
@@ -297,6 +322,7 @@ def events_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Read a session's event log."""
+    from agent_fleet.session.store import open_store, resolve_store_url
 
     async def go() -> list[dict[str, Any]]:
         async with open_store(resolve_store_url(store)) as log:
@@ -319,6 +345,8 @@ def metrics_cmd(
     store: str | None = STORE_OPTION,
 ) -> None:
     """A run's metrics in Prometheus text format: fleet_* figures and Kueue's admission metrics."""
+    from agent_fleet.observe.metrics import metrics_key
+    from agent_fleet.session.store import open_store, resolve_store_url
 
     async def go() -> str:
         async with open_store(resolve_store_url(store)) as log:
@@ -343,6 +371,8 @@ def demo_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Offline end-to-end run on the bundled sample codebase against the simulated provider."""
+    from agent_fleet.cli.progress import live_progress
+    from agent_fleet.engine import RunOptions, deploy, exit_code_for
     from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, SimProvider
 
     engine_box: list[Engine] = []

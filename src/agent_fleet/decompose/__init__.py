@@ -2,12 +2,21 @@
 
 Inputs: a directory (a codebase: its text files, honouring .gitignore), a ``.txt`` (or any other) file with one
 item per line, a ``.jsonl`` file with one JSON record per line, a ``.csv`` file with a header row, or nothing.
+
+Every name is imported on first use.
 """
 
-from agent_fleet.decompose.options import DecomposeOptions, estimate_tokens
-from agent_fleet.decompose.planner import DIRECTORY_TOOLS, URL_TOOLS, decompose, plan_source
-from agent_fleet.decompose.read import read_items
-from agent_fleet.decompose.source import InputSource
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent_fleet._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from agent_fleet.decompose.options import DecomposeOptions, estimate_tokens
+    from agent_fleet.decompose.planner import DIRECTORY_TOOLS, URL_TOOLS, decompose, plan_source
+    from agent_fleet.decompose.read import read_items
+    from agent_fleet.decompose.source import InputSource
 
 __all__ = [
     "DIRECTORY_TOOLS",
@@ -19,3 +28,17 @@ __all__ = [
     "plan_source",
     "read_items",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "DIRECTORY_TOOLS": "agent_fleet.decompose.planner",
+        "URL_TOOLS": "agent_fleet.decompose.planner",
+        "DecomposeOptions": "agent_fleet.decompose.options",
+        "InputSource": "agent_fleet.decompose.source",
+        "decompose": "agent_fleet.decompose.planner",
+        "estimate_tokens": "agent_fleet.decompose.options",
+        "plan_source": "agent_fleet.decompose.planner",
+        "read_items": "agent_fleet.decompose.read",
+    },
+)

@@ -1,8 +1,8 @@
 """CLI agents as fleet sessions (``deploy --agent-cmd CMD``; SPEC.md "CLI agents").
 
-One attempt is one run of the command in a fresh sandbox (:func:`~agent_fleet.hands.cli_agents.
-run_cli_agent`), pointed at the run's gateway service with the session's own token — never a
-provider key. What the session log records:
+One attempt is one run of the command in a fresh sandbox (a :class:`~agent_fleet.hands.port.CliAgent`:
+:class:`~agent_fleet.hands.cli_agents.CommandAgent` in a run), pointed at the run's gateway service with
+the session's own token — never a provider key. What the session log records:
 
 * ``session_started`` / ``session_resumed`` ``{attempt, agent: "cli", worker}``;
 * one ``model_response`` per model call the gateway served to the session's token, carrying the
@@ -32,18 +32,16 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, Protocol
 
-from agent_fleet.brain.harness import Outcome, SessionOutcome
-from agent_fleet.brain.view import SessionView
+from agent_fleet.brain.port import SessionView
 from agent_fleet.dispatch.runner import Attempt, AttemptFailed
+from agent_fleet.domain.accounts import AccountScope
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatResponse
+from agent_fleet.domain.outcomes import Outcome, SessionOutcome
 from agent_fleet.domain.usage import Usage
-from agent_fleet.hands.cli_agents import CliAgentSpec, CliOutcome, GatewayAccess, run_cli_agent
-from agent_fleet.hands.cli_state import CliState
-from agent_fleet.hands.sandbox import SandboxProvider
+from agent_fleet.hands.port import CliAgent, CliOutcome, CliState, GatewayAccess
 from agent_fleet.session.port import SessionLog
 
 __all__ = ["CallRecorder", "CliSessions", "GatewayEndpoint", "last_cli_state"]
@@ -128,7 +126,8 @@ class CallRecorder:
             return
         kind = outcome.get("outcome")
         if kind == "budget_exhausted":
-            tap.refused = {"scope": outcome.get("scope", "session"), "detail": str(outcome.get("message", ""))}
+            scope = outcome.get("scope", AccountScope.SESSION)
+            tap.refused = {"scope": scope, "detail": str(outcome.get("message", ""))}
             tap.stop.set()
             return
         if kind == "error":
@@ -154,20 +153,10 @@ class CallRecorder:
 class CliSessions:
     """A :data:`~agent_fleet.dispatch.runner.SessionBody` that runs each session as a CLI agent."""
 
-    def __init__(
-        self,
-        spec: CliAgentSpec,
-        *,
-        sandboxes: SandboxProvider,
-        endpoint: GatewayEndpoint,
-        recorder: CallRecorder,
-        input_root: Path | None = None,
-    ) -> None:
-        self.spec = spec
-        self._sandboxes = sandboxes
+    def __init__(self, agent: CliAgent, *, endpoint: GatewayEndpoint, recorder: CallRecorder) -> None:
+        self.agent = agent
         self._endpoint = endpoint
         self._recorder = recorder
-        self._input_root = input_root
 
     async def __call__(self, attempt: Attempt) -> SessionOutcome:
         sid = attempt.session_id
@@ -187,14 +176,11 @@ class CliSessions:
         kept: list[CliState] = []
         try:
             with attempt.progress.bounded_wait():
-                out = await run_cli_agent(
-                    self.spec,
-                    provider=self._sandboxes,
+                out = await self.agent.run(
                     session_id=sid,
                     partition=view.partition,
                     task=view.task,
                     gateway=access,
-                    input_root=self._input_root,
                     resume=resume,
                     stop=tap.stop,
                     keep=kept.append,

@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from agent_fleet.capacity import CapacityFull, CapacityStatistics, statistics_of
 from agent_fleet.clock import Clock
 from agent_fleet.dispatch.health import BreakerState, HealthConfig, HealthMonitor, Liveness
+from agent_fleet.dispatch.port import Lease
 from agent_fleet.dispatch.selection import Candidate, capability_weighted, form_team, least_loaded
 
-__all__ = ["Lease", "PoolStats", "Reassignment", "WorkerPool", "WorkerSpec"]
+__all__ = ["Lease", "PoolStats", "Reassignment", "WorkerPool", "WorkerSpec"]  # Lease is the port's
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,15 +55,6 @@ class WorkerSpec:
         if model is not None and self.models and model not in self.models:
             return False
         return not (tools and self.tools and not set(tools) <= self.tools)
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    session_id: str
-    worker_id: str
-    attempt: int  # fencing token: 1 for the first assignment, +1 on every reassignment
-    probe: bool = False  # this assignment is the half-open breaker's probe
-    started_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

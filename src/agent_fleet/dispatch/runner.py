@@ -25,9 +25,11 @@ the backup wakes the session, so a result is never recorded by two attempts. Whe
 a session waits for one in FIFO order: a depleted pool means fewer sessions at once, never a failed
 run. ``attempt_failed`` events say ``{attempt, kind, error, worker}``.
 
-Seams: a :data:`SessionBody` runs one attempt (the built-in harness by default, CLI agents in
-:mod:`agent_fleet.dispatch.cli_session`); an :data:`Interposer` wraps what an attempt on a given
-worker uses (fault injection). Workers here are slots of this process, so :meth:`Dispatcher.check`
+Seams: a :data:`SessionBody` runs one attempt — by default a brain built by the
+:class:`~agent_fleet.brain.port.BrainFactory` the dispatcher is given (the engine passes the built-in
+harness), or CLI agents (:mod:`agent_fleet.dispatch.cli_session`); an
+:data:`~agent_fleet.dispatch.port.Interposer` wraps what an attempt on a given worker uses (fault
+injection). Workers here are slots of this process, so :meth:`Dispatcher.check`
 heartbeats them itself; workers elsewhere (Ray actors) would send their own heartbeats and progress
 to the same pool, and their body would wake the session on the actor.
 """
@@ -39,17 +41,19 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from agent_fleet.brain.harness import Harness, Outcome, SessionOutcome
-from agent_fleet.brain.step import Limits
+from agent_fleet.brain.port import BrainFactory, Limits
 from agent_fleet.capacity import CapacityFull, Permit
 from agent_fleet.clock import Clock, RealClock, timeout
 from agent_fleet.dispatch.autoscale import Autoscaler
 from agent_fleet.dispatch.health import HealthConfig
-from agent_fleet.dispatch.pool import Lease, Reassignment, WorkerPool, WorkerSpec
+from agent_fleet.dispatch.pool import Reassignment, WorkerPool, WorkerSpec
+from agent_fleet.dispatch.port import Interposer, Lease
 from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.dispatch.starts import StartGate
 from agent_fleet.dispatch.watch import Progress, WatchedGateway, WatchedHands, WatchedLog
+from agent_fleet.domain.attempts import SESSION_FAULTS, WORKER_FAULTS, AttemptKind
 from agent_fleet.domain.events import EventType
+from agent_fleet.domain.outcomes import Outcome, SessionOutcome
 from agent_fleet.domain.plan import Partition
 from agent_fleet.errors import FleetError, ProviderError, StoreError, UnreachableError, UsageError
 from agent_fleet.hands.port import Hands
@@ -68,16 +72,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_WORKER_FAULTS = frozenset({"crash", "hung", "dead"})  # charged to the worker, count as reassignments
-_SESSION_FAULTS = frozenset({"timeout", "provider", "agent"})  # count toward max_attempts
-_BACKOFF = frozenset({"provider", "agent"})  # wait outside the slot before the next attempt
+_BACKOFF = frozenset({AttemptKind.PROVIDER, AttemptKind.AGENT})  # wait outside the slot before the next attempt
 
 
 class AttemptFailed(FleetError):
     """A session body reports a failure that is the session's own, not its worker's
     (e.g. a CLI agent exited non-zero). ``kind`` names it in the ``attempt_failed`` event."""
 
-    def __init__(self, message: str, *, kind: str = "agent") -> None:
+    def __init__(self, message: str, *, kind: str = AttemptKind.AGENT) -> None:
         super().__init__(message)
         self.kind = kind
 
@@ -125,9 +127,6 @@ class Attempt:
 SessionBody = Callable[[Attempt], Awaitable[SessionOutcome]]
 """Runs a session's attempt to its outcome: the built-in harness, or a CLI agent."""
 
-Interposer = Callable[[Lease, SessionLog, ModelGateway], tuple[SessionLog, ModelGateway]]
-"""Wraps what an attempt on a given worker uses (fault injection, tracing)."""
-
 
 @dataclass(slots=True)
 class _Live:
@@ -163,7 +162,7 @@ class _Preempted(FleetError):
     """Admission took the slot back while the session waited for a worker."""
 
 
-_PREEMPTED = _End(kind="preempted")
+_PREEMPTED = _End(kind=AttemptKind.PREEMPTED)
 
 
 class Dispatcher:
@@ -177,6 +176,7 @@ class Dispatcher:
         clock: Clock | None = None,
         options: DispatchOptions | None = None,
         pool: WorkerPool | None = None,
+        brain: BrainFactory | None = None,
         body: SessionBody | None = None,
         interpose: Interposer | None = None,
         autoscaler: Autoscaler | None = None,
@@ -192,6 +192,9 @@ class Dispatcher:
         self.pool = pool or WorkerPool(self._clock, health=HealthConfig(hung_after=600.0))
         self._autoscaler = autoscaler
         self._scaled = 0  # workers the autoscaler started, for their ids
+        if body is None and brain is None:
+            raise TypeError("a dispatcher needs a brain (the built-in harness) or a session body")
+        self._brain = brain
         self._body: SessionBody = body or self._run_harness
         # CLI agents call the gateway service, not this gateway: their first call is not seen here
         self._starts = StartGate(self._opts.start_ahead) if body is None else None
@@ -333,18 +336,18 @@ class Dispatcher:
                 leave()
             if end.outcome is not None:
                 return end
-            if end.kind == "preempted":
+            if end.kind == AttemptKind.PREEMPTED:
                 return await self._preempted(sid, live)
-            kind = end.kind or "crash"
+            kind = end.kind or AttemptKind.CRASH
             self.stats.attempts_failed += 1
-            if kind in _SESSION_FAULTS:
+            if kind in SESSION_FAULTS:
                 tally.failures += 1
-            if kind in _WORKER_FAULTS:
+            if kind in WORKER_FAULTS:
                 tally.faults += 1
             failed = {"attempt": tally.number, "kind": kind, "error": end.error, "worker": end.worker}
             await self._log.emit_event(sid, EventType.ATTEMPT_FAILED, failed)
             give_up = tally.failures >= self._opts.max_attempts or tally.faults >= self._opts.max_reassignments
-            if kind == "config":
+            if kind == AttemptKind.CONFIG:
                 give_up = True
             if give_up:
                 attempts = tally.number
@@ -418,28 +421,28 @@ class Dispatcher:
         try:
             outcome = await task
         except TimeoutError:
-            kind, error = "timeout", f"timed out after {self._opts.session_timeout} s"
+            kind, error = AttemptKind.TIMEOUT, f"timed out after {self._opts.session_timeout} s"
         except (ProviderError, UnreachableError) as exc:
-            kind, error = "provider", str(exc)
+            kind, error = AttemptKind.PROVIDER, str(exc)
         except AttemptFailed as exc:
             kind, error = exc.kind, str(exc)
         except UsageError as exc:  # a misconfigured toolset will not get better on another worker
-            kind, error = "config", str(exc)
+            kind, error = AttemptKind.CONFIG, str(exc)
         except asyncio.CancelledError:
             me = asyncio.current_task()
             if me is not None and me.cancelling():
                 raise
             if live.moved is not None:
-                kind = "moved" if live.moved.reason == "at_risk" else live.moved.reason
+                kind = AttemptKind.MOVED if live.moved.reason == "at_risk" else live.moved.reason
                 error = f"worker {lease.worker_id} is {live.moved.reason}"
             elif live.preempt_reason is not None:
-                kind = "preempted"
+                kind = AttemptKind.PREEMPTED
             else:
                 raise
         except StoreError:
             raise  # the log itself failed: no other worker can do better; the run stops (exit 4)
         except Exception as exc:  # the worker died under the attempt
-            kind, error = "crash", f"{type(exc).__name__}: {exc}"
+            kind, error = AttemptKind.CRASH, f"{type(exc).__name__}: {exc}"
             log.info("session %s crashed on worker %s: %s", sid, lease.worker_id, error)
         finally:
             live.task = live.progress = None
@@ -458,10 +461,10 @@ class Dispatcher:
             if not self.pool.release(lease, ok=True, latency=took) and live.lease is not None:
                 self.pool.release(live.lease)  # moved in the same instant it finished: the log has it
             live.lease = None
-        elif kind in ("crash", "timeout"):
+        elif kind in (AttemptKind.CRASH, AttemptKind.TIMEOUT):
             live.failed_on.add(lease.worker_id)
             moved = self.pool.fail(
-                lease, reason="timeout" if kind == "timeout" else "failed", latency=took, avoid=live.failed_on
+                lease, reason="timeout" if kind == AttemptKind.TIMEOUT else "failed", latency=took, avoid=live.failed_on
             )
             if moved is not None:
                 live.lease = moved.lease
@@ -477,10 +480,11 @@ class Dispatcher:
             return await self._body(attempt)
 
     async def _run_harness(self, attempt: Attempt) -> SessionOutcome:
+        assert self._brain is not None  # checked in __init__: without a body there is a brain
         hands = WatchedHands(self._hands_for(attempt.partition), attempt.progress)
         try:
-            harness = Harness(log=attempt.log, gateway=attempt.gateway, hands=hands, limits=self._opts.limits)
-            return await harness.run(attempt.session_id, attempt=attempt.number)
+            brain = self._brain(log=attempt.log, gateway=attempt.gateway, hands=hands, limits=self._opts.limits)
+            return await brain.run(attempt.session_id, attempt=attempt.number)
         finally:
             await hands.aclose()
 

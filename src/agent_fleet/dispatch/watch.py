@@ -29,8 +29,7 @@ from agent_fleet.domain.events import Event
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolSpec
 from agent_fleet.domain.usage import Usage
 from agent_fleet.hands.port import Hands, ToolOutput
-from agent_fleet.session.port import SessionLog
-from agent_fleet.session.tap import ForwardingLog
+from agent_fleet.session.port import ForwardingLog, SessionLog
 from agent_fleet.spend.port import ModelGateway
 
 __all__ = ["Progress", "WatchedGateway", "WatchedHands", "WatchedLog"]

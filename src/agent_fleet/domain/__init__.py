@@ -1,22 +1,34 @@
-"""Pure data every plane shares. Imports nothing else from the package."""
+"""Pure data every plane shares. Imports nothing else from the package but the error tree.
 
+Values that cross planes live here: events and session states, plans, results, usage, session
+outcomes (:mod:`.outcomes`), attempt kinds (:mod:`.attempts`) and account scopes (:mod:`.accounts`).
+The kinds of model-call errors belong here too (``domain.errors``), beside the error tree they classify.
+"""
+
+from agent_fleet.domain.accounts import AccountScope
+from agent_fleet.domain.attempts import AttemptKind
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState, project_state
 from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSpec
+from agent_fleet.domain.outcomes import Outcome, SessionOutcome
 from agent_fleet.domain.plan import InputKind, Partition, Plan, PlanNode
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.domain.usage import Usage
 
 __all__ = [
+    "AccountScope",
+    "AttemptKind",
     "ChatRequest",
     "ChatResponse",
     "Event",
     "EventType",
     "InputKind",
+    "Outcome",
     "Partition",
     "Plan",
     "PlanNode",
     "ResultItem",
+    "SessionOutcome",
     "SessionRecord",
     "SessionState",
     "ToolCall",

@@ -19,20 +19,28 @@ import contextlib
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.domain.results import ResultItem
-from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import UsageError
 from agent_fleet.hands.cli_formats import FORMATS, CliReport, edited_paths, parse_output
 from agent_fleet.hands.cli_state import CliState, read_own_files, resumed_command
+from agent_fleet.hands.port import CliOutcome, CompletedRun, GatewayAccess, Sandbox, SandboxProvider
 from agent_fleet.hands.resources import ResourceSpec
-from agent_fleet.hands.sandbox import CompletedRun, Sandbox, SandboxError, SandboxProvider
+from agent_fleet.hands.sandbox import SandboxError
 
-__all__ = ["QUIET_ENV", "CliAgentSpec", "CliOutcome", "GatewayAccess", "render_command", "run_cli_agent"]
+# CliOutcome and GatewayAccess are the hands port's; named here too.
+__all__ = [
+    "QUIET_ENV",
+    "CliAgentSpec",
+    "CliOutcome",
+    "CommandAgent",
+    "GatewayAccess",
+    "render_command",
+    "run_cli_agent",
+]
 
 PARTITION_FILE = ".fleet-partition.txt"
 ANALYTICS_FILE = ".fleet-analytics.jsonl"
@@ -76,38 +84,38 @@ class CliAgentSpec:
             raise UsageError("the CLI agent timeout must be positive")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GatewayAccess:
-    """How a CLI agent reaches the gateway: base URLs and the session's own token."""
-
-    openai_base_url: str
-    anthropic_base_url: str
-    token: str
-
-    def __repr__(self) -> str:
-        return f"GatewayAccess(openai={self.openai_base_url!r}, anthropic={self.anthropic_base_url!r}, token=***)"
-
-
 @dataclass(frozen=True, slots=True)
-class CliOutcome:
-    session_id: str
-    partition_id: str
-    items: tuple[ResultItem, ...]
-    usage: Usage
-    cost_usd: Decimal | None  # as the CLI reported it (the gateway's meter is authoritative)
-    exit_code: int | None
-    timed_out: bool
-    killed: bool
-    error: str | None
-    stderr_tail: str
-    duration: float
-    cli_session_id: str | None = None  # the tool's own conversation id
-    state: CliState | None = None  # the tool's conversation files as the run left them
-    stopped: bool = False  # stopped after a budget refusal
+class CommandAgent:
+    """The :class:`~agent_fleet.hands.port.CliAgent` of ``deploy --agent-cmd``: ``spec`` run by
+    :func:`run_cli_agent` in sandboxes from ``sandboxes`` (directory inputs from ``input_root``)."""
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
+    spec: CliAgentSpec
+    sandboxes: SandboxProvider
+    input_root: Path | None = None
+
+    async def run(
+        self,
+        *,
+        session_id: str,
+        partition: Partition,
+        task: str,
+        gateway: GatewayAccess,
+        resume: CliState | None = None,
+        stop: asyncio.Event | None = None,
+        keep: Callable[[CliState], None] | None = None,
+    ) -> CliOutcome:
+        return await run_cli_agent(
+            self.spec,
+            provider=self.sandboxes,
+            session_id=session_id,
+            partition=partition,
+            task=task,
+            gateway=gateway,
+            input_root=self.input_root,
+            resume=resume,
+            stop=stop,
+            keep=keep,
+        )
 
 
 def render_command(command: str, *, task: str, partition_file: str, analytics_log: str) -> str:

@@ -1,17 +1,47 @@
-"""The hands port: tools are called as ``execute(name, input) -> str``.
+"""The hands port: what agents act through, as the rest of the engine sees it.
 
-A tool error is returned to the model as text (``ToolOutput.is_error``), never raised into the
-brain: the model decides whether to retry.
+* :class:`Hands`: tools are called as ``execute(name, input) -> str``. A tool error is returned to
+  the model as text (``ToolOutput.is_error``), never raised into the brain: the model decides whether
+  to retry.
+* :class:`SandboxProvider` / :class:`Sandbox`: a real process per command in a session's own
+  workspace; how a run ended is a :class:`CompletedRun`, never an exception.
+* :class:`CliAgent`: an external command agent (``--agent-cmd``) run for one session; what it did is a
+  :class:`CliOutcome`. It reaches the gateway through :class:`GatewayAccess` (the session's own token).
+
+A session asks for its sandbox's requests and limits with a :class:`ResourceSpec`; a CLI agent's own
+conversation, kept between attempts, is a :class:`CliState` (both named here too).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+from pathlib import Path
 from typing import Any, Protocol
 
 from agent_fleet.domain.model import ToolSpec
+from agent_fleet.domain.plan import Partition
+from agent_fleet.domain.results import ResultItem
+from agent_fleet.domain.usage import Usage
+from agent_fleet.hands.cli_state import CliState
+from agent_fleet.hands.resources import ResourceSpec
 
-__all__ = ["Hands", "ToolOutput"]
+__all__ = [
+    "CliAgent",
+    "CliOutcome",
+    "CliState",
+    "CompletedRun",
+    "GatewayAccess",
+    "Hands",
+    "ResourceSpec",
+    "Sandbox",
+    "SandboxProvider",
+    "SandboxState",
+    "ToolOutput",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,3 +58,132 @@ class Hands(Protocol):
 
     async def aclose(self) -> None:
         """Release whatever was provisioned (sandbox processes, worktrees). Safe to call twice."""
+
+
+class SandboxState(StrEnum):
+    READY = "ready"
+    DEAD = "dead"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedRun:
+    exit_code: int | None  # None when the process was killed by a signal
+    stdout: str
+    stderr: str
+    truncated: bool = False  # output past the cap was dropped
+    timed_out: bool = False  # the wall-clock timeout killed it
+    killed: bool = False  # something else killed it (signal, OOM, the sandbox dying)
+    signal: int | None = None
+    duration: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.killed
+
+    def describe(self) -> str:
+        """The run as text for the model: output plus one line on how it ended."""
+        parts = [self.stdout]
+        if self.stderr:
+            parts.append(f"[stderr]\n{self.stderr}")
+        if self.truncated:
+            parts.append("[output truncated]")
+        if self.timed_out:
+            parts.append(f"[timed out after {self.duration:.0f} s; the process group was killed]")
+        elif self.killed:
+            parts.append(f"[killed by signal {self.signal}; the sandbox may be replaced, retry the command]")
+        else:
+            parts.append(f"[exit code {self.exit_code}]")
+        return "\n".join(p for p in parts if p)
+
+
+class Sandbox(Protocol):
+    sandbox_id: str
+    session_id: str
+    workdir: Path
+
+    @property
+    def state(self) -> SandboxState: ...
+
+    async def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float | None = None,
+        env_extra: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> CompletedRun: ...
+
+    def kill_processes(self) -> list[int]:
+        """Kill every process of this sandbox now, as when its host dies; returns their pids."""
+
+    async def aclose(self) -> None: ...
+
+
+class SandboxProvider(Protocol):
+    async def provision(
+        self,
+        resources: ResourceSpec,
+        *,
+        session_id: str,
+        source: Path | None = None,
+        items: Sequence[str] = (),
+        allow_network: bool | None = None,
+    ) -> Sandbox: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayAccess:
+    """How a CLI agent reaches the gateway: base URLs and the session's own token."""
+
+    openai_base_url: str
+    anthropic_base_url: str
+    token: str
+
+    def __repr__(self) -> str:
+        return f"GatewayAccess(openai={self.openai_base_url!r}, anthropic={self.anthropic_base_url!r}, token=***)"
+
+
+@dataclass(frozen=True, slots=True)
+class CliOutcome:
+    session_id: str
+    partition_id: str
+    items: tuple[ResultItem, ...]
+    usage: Usage
+    cost_usd: Decimal | None  # as the CLI reported it (the gateway's meter is authoritative)
+    exit_code: int | None
+    timed_out: bool
+    killed: bool
+    error: str | None
+    stderr_tail: str
+    duration: float
+    cli_session_id: str | None = None  # the tool's own conversation id
+    state: CliState | None = None  # the tool's conversation files as the run left them
+    stopped: bool = False  # stopped after a budget refusal
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class CliAgent(Protocol):
+    """An external command agent: one run per attempt, in a fresh sandbox of the session's own.
+
+    Never raises for what the command does (a non-zero exit, garbage output, a hang): that is in the
+    outcome. Raises :class:`~agent_fleet.hands.sandbox.SandboxError` only if no sandbox could be made.
+    """
+
+    async def run(
+        self,
+        *,
+        session_id: str,
+        partition: Partition,
+        task: str,
+        gateway: GatewayAccess,
+        resume: CliState | None = None,
+        stop: asyncio.Event | None = None,
+        keep: Callable[[CliState], None] | None = None,
+    ) -> CliOutcome:
+        """With ``resume`` (what an earlier attempt left) the tool continues its conversation; once
+        ``stop`` is set (the gateway refused a call on budget) the command is stopped; if the attempt
+        is cancelled, ``keep`` gets the conversation as the command left it."""

@@ -22,15 +22,15 @@ import secrets
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.clock import timeout as clock_timeout
 from agent_fleet.errors import FleetError
 from agent_fleet.hands import isolation
 from agent_fleet.hands._pipes import Capture, kill_group, read_fd, write_fd
+from agent_fleet.hands.port import CompletedRun, Sandbox, SandboxProvider, SandboxState
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.workspace import Workspace, create_workspace, remove_workspace
 
@@ -48,47 +48,11 @@ __all__ = [
 
 _NOBODY = 65534
 _DRAIN_GRACE = 2.0  # seconds to collect output after the command's group is killed
+# CompletedRun, Sandbox, SandboxProvider and SandboxState are the hands port's; named here too.
 
 
 class SandboxError(FleetError):
     """A sandbox could not be created or is gone."""
-
-
-class SandboxState(StrEnum):
-    READY = "ready"
-    DEAD = "dead"
-    CLOSED = "closed"
-
-
-@dataclass(frozen=True, slots=True)
-class CompletedRun:
-    exit_code: int | None  # None when the process was killed by a signal
-    stdout: str
-    stderr: str
-    truncated: bool = False  # output past the cap was dropped
-    timed_out: bool = False  # the wall-clock timeout killed it
-    killed: bool = False  # something else killed it (signal, OOM, the sandbox dying)
-    signal: int | None = None
-    duration: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.killed
-
-    def describe(self) -> str:
-        """The run as text for the model: output plus one line on how it ended."""
-        parts = [self.stdout]
-        if self.stderr:
-            parts.append(f"[stderr]\n{self.stderr}")
-        if self.truncated:
-            parts.append("[output truncated]")
-        if self.timed_out:
-            parts.append(f"[timed out after {self.duration:.0f} s; the process group was killed]")
-        elif self.killed:
-            parts.append(f"[killed by signal {self.signal}; the sandbox may be replaced, retry the command]")
-        else:
-            parts.append(f"[exit code {self.exit_code}]")
-        return "\n".join(p for p in parts if p)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,38 +63,6 @@ class SandboxConfig:
     allow_network: bool = False  # bubblewrap only; without it the host network is shared
     ro_paths: tuple[str, ...] = ()  # extra host paths visible read-only (bubblewrap)
     default_timeout: float = 120.0
-
-
-class Sandbox(Protocol):
-    sandbox_id: str
-    session_id: str
-    workdir: Path
-
-    @property
-    def state(self) -> SandboxState: ...
-
-    async def run(
-        self,
-        command: str | Sequence[str],
-        *,
-        timeout: float | None = None,
-        env_extra: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-    ) -> CompletedRun: ...
-
-    async def aclose(self) -> None: ...
-
-
-class SandboxProvider(Protocol):
-    async def provision(
-        self,
-        resources: ResourceSpec,
-        *,
-        session_id: str,
-        source: Path | None = None,
-        items: Sequence[str] = (),
-        allow_network: bool | None = None,
-    ) -> Sandbox: ...
 
 
 class LocalSandbox:

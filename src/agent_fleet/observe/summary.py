@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from agent_fleet.domain.attempts import AttemptKind
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState
 from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.usage import Usage
@@ -92,7 +93,7 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
             _add_usage(m, resp.usage, resp.cost_usd)
         elif ev.type == EventType.MODEL_ERROR:
             fig.errors[_FAILED_CALL_KIND.get(str(ev.data.get("kind", "")), "server")] += 1
-        elif ev.type == EventType.ATTEMPT_FAILED and ev.data.get("kind") == "timeout":
+        elif ev.type == EventType.ATTEMPT_FAILED and ev.data.get("kind") == AttemptKind.TIMEOUT:
             fig.errors["timeout"] += 1
         elif ev.type == EventType.RESULT_ITEM:
             fig.results_raw += 1

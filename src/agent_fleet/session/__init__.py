@@ -1,24 +1,27 @@
 """The session log: an append-only event store outside the brain and the hands.
 
-``open_store(url)`` picks the backend from a store URL (see :mod:`agent_fleet.session.store`);
-:class:`SqliteSessionLog` is the embedded default, :class:`PostgresSessionLog` (imported
-lazily, it needs the ``postgres`` extra) the scale-out one.
+Other planes use :mod:`agent_fleet.session.port`. ``open_store(url)`` picks the backend from a store
+URL (see :mod:`agent_fleet.session.store`); :class:`SqliteSessionLog` is the embedded default,
+:class:`PostgresSessionLog` (the ``postgres`` extra) the scale-out one. Both, and the store URLs,
+are imported on first use: importing the port loads neither backend.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from agent_fleet.session.port import SessionLog, WakeState
-from agent_fleet.session.sqlite import SqliteSessionLog
-from agent_fleet.session.store import DEFAULT_STORE_URL, STORE_ENV, open_store, resolve_store_url
+from agent_fleet._lazy import lazy_exports
+from agent_fleet.session.port import ForwardingLog, SessionLog, WakeState
 
 if TYPE_CHECKING:
     from agent_fleet.session.postgres import PostgresSessionLog
+    from agent_fleet.session.sqlite import SqliteSessionLog
+    from agent_fleet.session.store import DEFAULT_STORE_URL, STORE_ENV, open_store, resolve_store_url
 
 __all__ = [
     "DEFAULT_STORE_URL",
     "STORE_ENV",
+    "ForwardingLog",
     "PostgresSessionLog",
     "SessionLog",
     "SqliteSessionLog",
@@ -27,11 +30,14 @@ __all__ = [
     "resolve_store_url",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    # asyncpg is optional: import the PostgreSQL backend only when it is asked for.
-    if name == "PostgresSessionLog":
-        from agent_fleet.session.postgres import PostgresSessionLog
-
-        return PostgresSessionLog
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "DEFAULT_STORE_URL": "agent_fleet.session.store",
+        "STORE_ENV": "agent_fleet.session.store",
+        "PostgresSessionLog": "agent_fleet.session.postgres",
+        "SqliteSessionLog": "agent_fleet.session.sqlite",
+        "open_store": "agent_fleet.session.store",
+        "resolve_store_url": "agent_fleet.session.store",
+    },
+)

@@ -11,6 +11,9 @@ Guarantees every implementation gives (one test suite checks both):
 * when ``emit_event``/``emit_events`` returns, the events are durable: they survive ``kill -9``
   of the process (group commit: many events share one fsync, none is acknowledged early);
 * the projection (:class:`SessionRecord`) is updated in the same transaction as the events.
+
+:class:`ForwardingLog` is the base of every wrapper around a log (an attempt's watched view, fault
+injection, listeners): it forwards each call, and a wrapper overrides what it changes.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, Protocol
 
 from agent_fleet.domain.events import Event, SessionRecord
 
-__all__ = ["SessionLog", "WakeState"]
+__all__ = ["ForwardingLog", "SessionLog", "WakeState"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +69,46 @@ class SessionLog(Protocol):
         """Store a small JSON document under a key, replacing the previous one (e.g. admission state)."""
 
     async def get_snapshot(self, key: str) -> dict[str, Any] | None: ...
+
+
+class ForwardingLog:
+    """A session log that passes every call to ``inner``; wrappers override what they change."""
+
+    def __init__(self, inner: SessionLog) -> None:
+        self.inner = inner
+
+    async def open(self) -> None:
+        await self.inner.open()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
+        return await self.inner.emit_event(session_id, type, data)
+
+    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
+        return await self.inner.emit_events(session_id, events)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        return await self.inner.get_session(session_id)
+
+    async def get_events(self, session_id: str, after: int = 0) -> list[Event]:
+        return await self.inner.get_events(session_id, after)
+
+    async def wake(self, session_id: str) -> WakeState:
+        return await self.inner.wake(session_id)
+
+    async def list_runs(self, limit: int = 100) -> list[SessionRecord]:
+        return await self.inner.list_runs(limit)
+
+    async def list_sessions(self, run_id: str) -> list[SessionRecord]:
+        return await self.inner.list_sessions(run_id)
+
+    async def events_of_run(self, run_id: str, types: Sequence[str] | None = None) -> list[Event]:
+        return await self.inner.events_of_run(run_id, types)
+
+    async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
+        await self.inner.put_snapshot(key, data)
+
+    async def get_snapshot(self, key: str) -> dict[str, Any] | None:
+        return await self.inner.get_snapshot(key)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from agent_fleet.domain.accounts import AccountScope
 from agent_fleet.errors import BudgetExhausted
 
 __all__ = ["UNSET", "Account", "BudgetBook", "Reservation"]
@@ -37,7 +38,7 @@ UNSET: Any = object()  # "leave this cap as it is" (None means "no cap")
 
 @dataclass(slots=True, eq=False)
 class Account:
-    scope: str  # "session" | "run" | "queue" | "model"
+    scope: AccountScope
     key: str
     cap_tokens: int | None = None
     cap_usd: Decimal | None = None
@@ -113,22 +114,24 @@ class BudgetBook:
         run_usd: Decimal | None = None,
         run_key: str = "fleet",
     ) -> None:
-        self.defaults: dict[str, tuple[int | None, Decimal | None]] = {"session": (session_tokens, session_usd)}
-        self.accounts: dict[tuple[str, str], Account] = {}
-        self.run = self.account("run", run_key)
+        self.defaults: dict[AccountScope, tuple[int | None, Decimal | None]] = {
+            AccountScope.SESSION: (session_tokens, session_usd)
+        }
+        self.accounts: dict[tuple[AccountScope, str], Account] = {}
+        self.run = self.account(AccountScope.RUN, run_key)
         self.run.cap_tokens, self.run.cap_usd = run_tokens, run_usd
 
-    def account(self, scope: str, key: str) -> Account:
+    def account(self, scope: AccountScope, key: str) -> Account:
         acct = self.accounts.get((scope, key))
         if acct is None:
             tokens, usd = self.defaults.get(scope, (None, None))
             acct = self.accounts[(scope, key)] = Account(scope, key, tokens, usd)
         return acct
 
-    def find(self, scope: str, key: str) -> Account | None:
+    def find(self, scope: AccountScope, key: str) -> Account | None:
         return self.accounts.get((scope, key))
 
-    def set_cap(self, scope: str, key: str, *, tokens: Any = UNSET, usd: Any = UNSET) -> Account:
+    def set_cap(self, scope: AccountScope, key: str, *, tokens: Any = UNSET, usd: Any = UNSET) -> Account:
         """Set (raise or lower) a cap; ``None`` removes it. Lowering stops new reservations at once."""
         acct = self.account(scope, key)
         if tokens is not UNSET:
@@ -137,7 +140,7 @@ class BudgetBook:
             acct.cap_usd = None if usd is None else Decimal(str(usd))
         return acct
 
-    def set_default(self, scope: str, *, tokens: Any = UNSET, usd: Any = UNSET) -> None:
+    def set_default(self, scope: AccountScope, *, tokens: Any = UNSET, usd: Any = UNSET) -> None:
         old_t, old_u = self.defaults.get(scope, (None, None))
         self.defaults[scope] = (
             old_t if tokens is UNSET else tokens,
@@ -179,7 +182,7 @@ class BudgetBook:
         """(tokens, dollars, open reservations) summed over sessions: all zero when no call is in flight."""
         t, u, n = 0, _ZERO, 0
         for (scope, _), acct in self.accounts.items():
-            if scope == "session":
+            if scope == AccountScope.SESSION:
                 t += acct.reserved_tokens
                 u += acct.reserved_usd
                 n += acct.open_reservations

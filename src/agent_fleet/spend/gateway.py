@@ -33,6 +33,7 @@ from decimal import Decimal
 from typing import Any
 
 from agent_fleet.clock import Clock, RealClock
+from agent_fleet.domain.accounts import AccountScope
 from agent_fleet.domain.model import ChatRequest, ChatResponse, EmbeddingResult
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import BudgetExhausted, Overloaded, ProviderUnreachable, QuotaExhausted
@@ -63,7 +64,7 @@ def _fallback_cause(exc: BaseException) -> str | None:
     if isinstance(exc, QuotaExhausted):
         return "is out of quota"
     if isinstance(exc, BudgetExhausted):
-        return "reached its model budget" if exc.scope == "model" else None
+        return "reached its model budget" if exc.scope == AccountScope.MODEL else None
     if isinstance(exc, Overloaded):
         return "kept failing (overloaded)"
     if isinstance(exc, ProviderUnreachable) and not getattr(exc, "sent", False):
@@ -246,12 +247,12 @@ class Gateway:
         accts = self._session_accounts.get(session_id)
         if accts is None:
             book = self.book
-            base = [book.account("session", session_id), book.run]
+            base = [book.account(AccountScope.SESSION, session_id), book.run]
             queue = self._session_queue.get(session_id)
             if queue is not None:
-                base.append(book.account("queue", queue))
+                base.append(book.account(AccountScope.QUEUE, queue))
             accts = self._session_accounts[session_id] = tuple(base)
-        model_acct = self.book.find("model", model)
+        model_acct = self.book.find(AccountScope.MODEL, model)
         return accts if model_acct is None else (*accts, model_acct)
 
     # --- the call -------------------------------------------------------------------------------
@@ -392,15 +393,15 @@ class Gateway:
             kwargs["tokens"] = int(tokens)
         if usd is not None:
             kwargs["usd"] = Decimal(str(usd))
-        self.book.set_cap("session", session_id, **kwargs)
+        self.book.set_cap(AccountScope.SESSION, session_id, **kwargs)
 
     def set_run_budget(self, tokens: Any = UNSET, usd: Any = UNSET) -> None:
         """The fleet caps (None removes one)."""
-        self.book.set_cap("run", self.book.run.key, tokens=tokens, usd=usd)
+        self.book.set_cap(AccountScope.RUN, self.book.run.key, tokens=tokens, usd=usd)
 
     def set_default_session_budget(self, tokens: Any = UNSET, usd: Any = UNSET) -> None:
         """Caps for sessions not seen yet (existing sessions keep theirs)."""
-        self.book.set_default("session", tokens=tokens, usd=usd)
+        self.book.set_default(AccountScope.SESSION, tokens=tokens, usd=usd)
 
     def set_all_session_budgets(self, tokens: int | None = None, usd: Any = None) -> None:
         """The default and every known session's cap at once (a run-wide raise)."""
@@ -409,19 +410,19 @@ class Gateway:
             kwargs["tokens"] = int(tokens)
         if usd is not None:
             kwargs["usd"] = Decimal(str(usd))
-        self.book.set_default("session", **kwargs)
+        self.book.set_default(AccountScope.SESSION, **kwargs)
         for scope, key in list(self.book.accounts):
-            if scope == "session":
+            if scope == AccountScope.SESSION:
                 self.book.set_cap(scope, key, **kwargs)
 
     def set_queue_budget(self, queue: str, *, tokens: Any = UNSET, usd: Any = UNSET) -> None:
-        self.book.set_cap("queue", queue, tokens=tokens, usd=usd)
+        self.book.set_cap(AccountScope.QUEUE, queue, tokens=tokens, usd=usd)
 
     def set_model_budget(self, model: str, *, tokens: Any = UNSET, usd: Any = UNSET) -> None:
-        self.book.set_cap("model", model, tokens=tokens, usd=usd)
+        self.book.set_cap(AccountScope.MODEL, model, tokens=tokens, usd=usd)
 
     def session_budget(self, session_id: str) -> dict[str, Any]:
-        return self.book.account("session", session_id).to_dict()
+        return self.book.account(AccountScope.SESSION, session_id).to_dict()
 
     def session_usage(self, session_id: str) -> Tally:
         return self.meter.session(session_id)

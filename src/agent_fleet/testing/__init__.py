@@ -1,7 +1,7 @@
 """Public test helpers: fakes for the engine's ports, a virtual clock and the simulated provider.
 
 * :class:`FakeProvider`, :class:`FakeGateway`, :class:`FakeHands` (:mod:`agent_fleet.testing.fakes`);
-* :class:`MemorySessionLog` (:mod:`agent_fleet.testing.memory_log`), which passes the session-log
+* :class:`MemorySessionLog` (:mod:`agent_fleet.session.memory`), which passes the session-log
   contract suite;
 * :class:`VirtualClock` (:mod:`agent_fleet.clock`): exact time, moved by hand or, inside
   ``auto_advance()``, whenever every task waits;
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent_fleet.clock import VirtualClock
+    from agent_fleet.session.memory import MemorySessionLog, MemoryStore
     from agent_fleet.testing.fakes import FakeGateway, FakeHands, FakeProvider
-    from agent_fleet.testing.memory_log import MemorySessionLog, MemoryStore
 
 __all__ = ["FakeGateway", "FakeHands", "FakeProvider", "MemorySessionLog", "MemoryStore", "VirtualClock"]
 
@@ -26,8 +26,8 @@ _HOMES = {
     "FakeGateway": "agent_fleet.testing.fakes",
     "FakeHands": "agent_fleet.testing.fakes",
     "FakeProvider": "agent_fleet.testing.fakes",
-    "MemorySessionLog": "agent_fleet.testing.memory_log",
-    "MemoryStore": "agent_fleet.testing.memory_log",
+    "MemorySessionLog": "agent_fleet.session.memory",
+    "MemoryStore": "agent_fleet.session.memory",
     "VirtualClock": "agent_fleet.clock",
 }
 

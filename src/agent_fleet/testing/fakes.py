@@ -6,7 +6,7 @@
   dispatcher: answers from a script, can hold a session's calls, refuse on budget or fail.
 * :class:`FakeHands` — :class:`~agent_fleet.hands.port.Hands` with scripted tools (or wrapping real
   hands), recording every call.
-* The session log is :class:`agent_fleet.testing.memory_log.MemorySessionLog`; the clock is
+* The session log is :class:`agent_fleet.session.memory.MemorySessionLog`; the clock is
   :class:`agent_fleet.clock.VirtualClock` (``auto_advance`` runs it on its own).
 
 A script step is a response, an exception to raise, or a function of the request.

@@ -5,7 +5,7 @@ running command. Everything is wired through constructor parameters (no globals)
   :class:`InjectedCrash`, and every attempt on a *hanging* worker stops for good, at its ``n``-th
   session-log write (``n`` drawn from ``strike_at``) or at its last one, whichever comes first —
   the write is never made, so a bad worker never completes a session;
-* :class:`FaultySandboxes` wraps a :class:`~agent_fleet.hands.sandbox.LocalSandboxProvider`: a share
+* :class:`FaultySandboxes` wraps a :class:`~agent_fleet.hands.port.SandboxProvider`: a share
   of commands find their sandbox killed while they run (every process of the sandbox killed, its
   workspace removed), exactly as when the sandbox's host process dies.
 
@@ -22,13 +22,11 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.dispatch.pool import Lease
+from agent_fleet.dispatch.port import Lease
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.errors import FleetError
-from agent_fleet.hands.resources import ResourceSpec
-from agent_fleet.hands.sandbox import CompletedRun, LocalSandbox, LocalSandboxProvider, SandboxState
-from agent_fleet.session.port import SessionLog
-from agent_fleet.session.tap import ForwardingLog
+from agent_fleet.hands.port import CompletedRun, ResourceSpec, Sandbox, SandboxProvider, SandboxState
+from agent_fleet.session.port import ForwardingLog, SessionLog
 from agent_fleet.spend.port import ModelGateway
 
 __all__ = ["FaultySandboxes", "InjectedCrash", "WorkerFaults"]
@@ -115,9 +113,7 @@ class FaultySandboxes:
     ``max_in_a_row``, never more than that many commands of one session in a row (so a caller that
     retries that often always gets through)."""
 
-    def __init__(
-        self, inner: LocalSandboxProvider, *, rate: float, seed: int = 0, max_in_a_row: int | None = None
-    ) -> None:
+    def __init__(self, inner: SandboxProvider, *, rate: float, seed: int = 0, max_in_a_row: int | None = None) -> None:
         if not 0.0 <= rate <= 1.0:
             raise ValueError("rate must be between 0 and 1")
         self.inner = inner
@@ -156,7 +152,7 @@ class FaultySandboxes:
 
 
 class _FaultySandbox:
-    def __init__(self, box: LocalSandbox, owner: FaultySandboxes) -> None:
+    def __init__(self, box: Sandbox, owner: FaultySandboxes) -> None:
         self._box = box
         self._owner = owner
         self.sandbox_id = box.sandbox_id
@@ -189,6 +185,9 @@ class _FaultySandbox:
     def _die(self) -> None:
         self._box.kill_processes()
         shutil.rmtree(self._box.workdir, ignore_errors=True)
+
+    def kill_processes(self) -> list[int]:
+        return self._box.kill_processes()
 
     async def aclose(self) -> None:
         await self._box.aclose()

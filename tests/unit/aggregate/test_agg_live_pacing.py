@@ -11,9 +11,9 @@ import pytest
 
 from agent_fleet.aggregate import Aggregator
 from agent_fleet.aggregate.embedders import LexicalEmbedder
+from agent_fleet.aggregate.live import DedupPacing, LiveDedup
 from agent_fleet.clock import VirtualClock
 from agent_fleet.domain.results import ResultItem
-from agent_fleet.observe.live_dedup import DedupPacing, LiveDedup
 
 
 def item(n: int) -> ResultItem:

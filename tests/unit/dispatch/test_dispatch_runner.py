@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from agent_fleet.brain.harness import Outcome
+from agent_fleet.brain.harness import Harness
+from agent_fleet.brain.port import Limits
 from agent_fleet.capacity import CapacityFull
 from agent_fleet.clock import VirtualClock
 from agent_fleet.dispatch.health import BreakerState, HealthConfig
@@ -23,14 +24,15 @@ from agent_fleet.dispatch.slots import LocalSlots
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.ids import session_id_for
 from agent_fleet.domain.model import ChatRequest, ChatResponse
+from agent_fleet.domain.outcomes import Outcome, SessionOutcome
 from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.session import SessionLog
+from agent_fleet.session.memory import MemorySessionLog
 from agent_fleet.session.port import WakeState
 from agent_fleet.session.tap import ForwardingLog
 from agent_fleet.spend.port import ModelGateway
 from agent_fleet.testing.fakes import FakeGateway, FakeHands
 from agent_fleet.testing.faults import WorkerFaults
-from agent_fleet.testing.memory_log import MemorySessionLog
 
 RUN = "run-disp"
 
@@ -67,6 +69,7 @@ def dispatcher(
     return Dispatcher(
         log=log,
         gateway=gateway,
+        brain=Harness,
         hands_for=lambda _p: FakeHands(),
         slots=LocalSlots(slots),
         clock=clock,
@@ -366,6 +369,7 @@ async def test_no_more_than_start_ahead_sessions_are_starting_at_once(log: Sessi
     d = Dispatcher(
         log=WakeWatch(log, gw),
         gateway=gw,
+        brain=Harness,
         hands_for=lambda _p: FakeHands(),
         slots=LocalSlots(100),
         clock=clock,
@@ -394,6 +398,7 @@ async def test_a_session_timeout_runs_on_the_injected_clock(log: SessionLog) -> 
     d = Dispatcher(
         log=log,
         gateway=gw,
+        brain=Harness,
         hands_for=lambda _p: FakeHands(),
         slots=LocalSlots(1),
         clock=clock,
@@ -410,3 +415,44 @@ async def test_a_session_timeout_runs_on_the_injected_clock(log: SessionLog) -> 
     failed = [e.data for e in await log.get_events(sid) if e.type == EventType.ATTEMPT_FAILED]
     assert [(f["kind"], f["error"]) for f in failed] == [("timeout", "timed out after 30.0 s")] * 2
     assert gw.sessions == [sid, sid]
+
+
+_BUILT: list[tuple[object, object, int]] = []  # (log, gateway, max_turns) of every brain built
+
+
+class _RecordingBrain:
+    """A brain that completes at once, remembering what each attempt was built over."""
+
+    def __init__(self, *, log: SessionLog, gateway: ModelGateway, hands: object, limits: Limits) -> None:
+        self._log = log
+        _BUILT.append((log, gateway, limits.max_turns))
+
+    async def run(self, session_id: str, *, attempt: int = 1) -> SessionOutcome:
+        await self._log.emit_event(session_id, EventType.SESSION_COMPLETED, {"summary": f"attempt {attempt}"})
+        return SessionOutcome(session_id, Outcome.COMPLETED)
+
+
+async def test_the_dispatcher_runs_the_brain_it_is_given_over_each_attempts_own_views(log: SessionLog) -> None:
+    _BUILT.clear()
+    clock = VirtualClock()
+    gw = Counting(clock)
+    d = Dispatcher(
+        log=log,
+        gateway=gw,
+        brain=_RecordingBrain,
+        hands_for=lambda _p: FakeHands(),
+        slots=LocalSlots(10),
+        clock=clock,
+        options=DispatchOptions(limits=Limits(max_turns=7)),
+    )
+    outcomes = await d.run(await sessions(log, 3))
+    assert {o.outcome for o in outcomes.values()} == {Outcome.COMPLETED} and len(outcomes) == 3
+    assert len(_BUILT) == 3
+    for att_log, att_gateway, max_turns in _BUILT:
+        assert att_log is not log and att_gateway is not gw  # the attempt's watched views, not the engine's
+        assert max_turns == 7
+
+
+def test_a_dispatcher_needs_a_brain_or_a_session_body() -> None:
+    with pytest.raises(TypeError, match="brain"):
+        Dispatcher(log=None, gateway=None, hands_for=lambda _p: FakeHands(), slots=LocalSlots(1))  # type: ignore[arg-type]

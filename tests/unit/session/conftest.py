@@ -1,5 +1,5 @@
 """Fixtures running every session-log test against SQLite (in tmp_path), PostgreSQL and the
-in-memory log that ships for tests (:mod:`agent_fleet.testing.memory_log`).
+in-memory log that ships for tests (:mod:`agent_fleet.session.memory`).
 
 PostgreSQL tests use a fresh schema per test, so parallel runs never share tables. They fail,
 not skip, when the server is down: CI has one.
@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 
 from agent_fleet.session import SessionLog, open_store
-from agent_fleet.testing.memory_log import MemorySessionLog, MemoryStore
+from agent_fleet.session.memory import MemorySessionLog, MemoryStore
 
 PG_URL = os.environ.get("FLEET_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_fleet.aggregate import Aggregator
+from agent_fleet.aggregate.aggregator import Aggregator
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.results import ResultItem

@@ -1,0 +1,42 @@
+"""How the CLI stops on SIGTERM or Ctrl-C: resumable, exit 130, one line on stderr.
+
+:func:`install` runs first thing in ``main``, before any heavy import, so a SIGTERM that arrives while
+the command is still starting ends it the same way as one that arrives mid-run. Outside the event
+loop the signal raises :class:`KeyboardInterrupt`, as Ctrl-C does; inside it
+(:func:`agent_fleet.cli.common.run_async`) it cancels the command's task instead, so every task group
+unwinds and every write in flight lands.
+
+Only the standard library is imported here.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+__all__ = ["EXIT_INTERRUPTED", "MESSAGE", "install", "say_interrupted"]
+
+EXIT_INTERRUPTED = 130
+MESSAGE = "agent-fleet: interrupted (resumable)"
+
+_said = False
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def install() -> None:
+    """SIGTERM raises KeyboardInterrupt (SIGINT already does). Safe to call again: an event loop that
+    handled SIGTERM itself puts the default back when it closes."""
+    signal.signal(signal.SIGTERM, _terminate)
+
+
+def say_interrupted() -> None:
+    """The one line an interrupted command prints, once however many layers report it."""
+    global _said
+    if _said:
+        return
+    _said = True
+    sys.stderr.write(MESSAGE + "\n")
+    sys.stderr.flush()
