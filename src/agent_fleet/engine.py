@@ -47,6 +47,7 @@ from agent_fleet.errors import ProviderUnreachable, SessionNotFound, UsageError
 from agent_fleet.forecasting import forecast_for, observed_latency
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
+from agent_fleet.integrations.switch import telemetry_wanted
 from agent_fleet.observe.metrics import FleetSnapshot, ModelFigures, metrics_key, render
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.options import RunOptions, RunReport, exit_code_for, with_config
@@ -110,6 +111,7 @@ class Engine:
         workforce: Workforce | None = None,
     ) -> None:
         self.log: SessionLog = TappedLog(log, self._heard)
+        self._listeners: list[Callable[[Sequence[Event]], None]] = []  # listen(): telemetry and the like
         self._dedup: dict[str, LiveDedup] = {}  # run id → results clustered as they are recorded
         # runs create_run recorded here and no dispatch has started yet: each session's log holds
         # only its creation, so the first dispatch need not read the run back
@@ -126,12 +128,18 @@ class Engine:
         self._routes: list[tuple[str, dict[str, str]]] = []
         gateway.on_route = lambda sid, route: self._routes.append((sid, route))
 
+    def listen(self, listener: Callable[[Sequence[Event]], None]) -> None:
+        """Call ``listener`` with every batch of events once it is durable (it must not block)."""
+        self._listeners.append(listener)
+
     def _heard(self, events: Sequence[Event]) -> None:
         """Every durable append: result items go to their run's live deduplication."""
         if self._dedup and any(e.type == EventType.RESULT_ITEM for e in events):
             live = self._dedup.get(events[0].session_id.rsplit(".", 1)[0])  # RUN.sNNNNN → RUN
             if live is not None:
                 live.heard(events)
+        for listener in self._listeners:
+            listener(events)
 
     def _aggregator(self, run_id: str, options: RunOptions) -> Aggregator:
         out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
@@ -604,11 +612,19 @@ async def open_engine(
     engine = Engine(
         log=log, gateway=gateway, clock=clock, slots_for=(lambda _o: slots) if slots else None, workforce=workforce
     )
+    telemetry = None
+    if telemetry_wanted(os.environ):  # off: opentelemetry is never imported
+        from agent_fleet.integrations.otel import FleetTelemetry
+
+        telemetry = FleetTelemetry.from_environment(options)
+        engine.listen(telemetry.heard)
     try:
         with tuned_runtime():
             yield engine
     finally:
         await engine.shutdown()
+        if telemetry is not None:
+            telemetry.close()
 
 
 async def check_provider(base_url: str, *, timeout: float = 5.0) -> None:
@@ -675,12 +691,14 @@ async def deploy(
     env: Mapping[str, str] | None = None,
     on_start: Callable[[str, Engine], None] | None = None,
     slots: SessionSlots | None = None,
+    run_id: str | None = None,
 ) -> RunReport:
     """Decompose → dispatch → aggregate, end to end. ``on_start(run_id, engine)`` is called once the
-    run is recorded (progress displays use ``engine.stats()``)."""
+    run is recorded (progress displays use ``engine.stats()``). ``run_id`` names the new run (a
+    caller that must record the id before the run starts, e.g. a workflow's checkpoint)."""
     options = await _resolved(options)
     plan = await asyncio.to_thread(plan_run, options)
-    run_id = new_run_id()
+    run_id = run_id or new_run_id()
     if options.out_dir is None:
         options = replace(options, out_dir=str(Path.cwd() / ".fleet" / "runs" / run_id))
     async with open_engine(

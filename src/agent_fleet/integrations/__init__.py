@@ -1,0 +1,15 @@
+"""The fleet as a part other tools call: one module per integration, each behind its own extra.
+
+* :mod:`.langgraph` (extra ``langgraph``): ``fleet_node`` — a LangGraph node that runs a list of
+  items as one fleet run, durable across crashes of the graph process, budget pauses as interrupts;
+  ``fleet_sends`` for ``Send`` fan-out.
+* :mod:`.crewai` (extra ``crewai``): ``FleetTool``, a CrewAI tool that hands a parallel step to the fleet.
+* :mod:`.mcp` (extra ``mcp``): the MCP server behind ``agent-fleet mcp``.
+* :mod:`.otel` (extra ``otel``): OpenTelemetry spans derived from the session log's durable events.
+* :mod:`.client`: how every integration reaches a fleet — the :class:`~.client.FleetClient` seam and
+  the local engine behind it.
+
+Importing this package imports none of those frameworks; each module imports its own on use.
+"""
+
+__all__: list[str] = []

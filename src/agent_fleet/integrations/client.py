@@ -1,0 +1,277 @@
+"""How the integrations reach a fleet: the :class:`FleetClient` seam and :class:`LocalFleet`.
+
+:class:`LocalFleet` runs the engine in this process through its public phase API (``deploy``,
+``resume``, ``load_run``) over one session store — the same store the CLI's ``--store`` names, so
+``agent-fleet status`` shows what an integration started. A fleet behind ``agent-fleet serve``
+(``--server URL``) is another implementation of the same protocol; :func:`fleet_client` picks one.
+
+Everything a client returns is plain JSON data: results are the rows of ``results.jsonl``, a summary
+is ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent_fleet.cli.budget import budget_event_data
+from agent_fleet.domain.events import EventType, SessionRecord, SessionState
+from agent_fleet.engine import RunOptions, RunReport, deploy, load_run, resume
+from agent_fleet.errors import SessionNotFound, UsageError
+from agent_fleet.observe.summary import run_figures
+from agent_fleet.session import SessionLog, open_store, resolve_store_url
+
+__all__ = ["FleetClient", "LocalFleet", "RunOutcome", "fleet_client"]
+
+# States of a run's own stream after which nothing runs until someone resumes it.
+STOPPED = frozenset({SessionState.COMPLETED, SessionState.FAILED, SessionState.PAUSED})
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """Where a run stands once a call returned: its status, summary and unique results."""
+
+    run_id: str
+    status: str  # completed | partial | failed | paused | interrupted
+    summary: dict[str, Any]
+    results: list[dict[str, Any]]
+
+    @property
+    def paused(self) -> bool:
+        return self.status == "paused"
+
+    @property
+    def cost_usd(self) -> float:
+        return float(self.summary.get("cost_usd") or 0.0)
+
+    @classmethod
+    def of(cls, report: RunReport) -> RunOutcome:
+        return cls(report.run_id, report.status, report.summary, [r.to_dict() for r in report.results])
+
+
+class FleetClient(Protocol):
+    """What an integration needs from a fleet, local or remote."""
+
+    async def deploy(
+        self, options: RunOptions, *, run_id: str | None = None, on_start: Callable[[str], None] | None = None
+    ) -> RunOutcome:
+        """Run a new fleet to its end (or its budget pause); ``run_id`` names it."""
+        ...
+
+    async def resume(self, run_id: str) -> RunOutcome:
+        """Continue a recorded run that is not running, to its end or its next pause."""
+        ...
+
+    async def state(self, run_id: str) -> SessionState | None:
+        """The state of the run's own stream, or None when no such run is recorded."""
+        ...
+
+    async def outcome(self, run_id: str) -> RunOutcome:
+        """What a stopped run wrote: its summary and results (nothing is run)."""
+        ...
+
+    async def raise_budget(
+        self, run_id: str, *, tokens: int | None = None, usd: str | None = None, note: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Record a ``budget_raised`` event (new caps); returns the event."""
+        ...
+
+    async def events(self, session_id: str, after: int = 0) -> list[dict[str, Any]]:
+        """A session's (or a run's own) events after ``after``."""
+        ...
+
+    async def status(self, run_id: str) -> dict[str, Any]:
+        """The summary of a stopped run, or the live figures of a running one."""
+        ...
+
+    async def results(self, run_id: str, *, offset: int = 0, limit: int = 100) -> tuple[list[dict[str, Any]], int]:
+        """A page of the run's unique results and how many there are."""
+        ...
+
+    async def review(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """What needs a person: paused or failed sessions, runs and results verification flagged."""
+        ...
+
+
+def fleet_client(
+    *,
+    store: str | None = None,
+    server: str | None = None,
+    api_key: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> FleetClient:
+    """The client for these settings: the local engine over ``store``, or the control plane at ``server``."""
+    if server:
+        raise UsageError(
+            f"a fleet behind a server ({server}) needs `agent-fleet serve`, which this version does not have;"
+            " run locally with store=... instead"
+        )
+    return LocalFleet(store=store, api_key=api_key, env=env)
+
+
+class LocalFleet:
+    """The engine in this process over one session store (``--store`` semantics, ``FLEET_STORE``)."""
+
+    def __init__(
+        self, *, store: str | None = None, api_key: str | None = None, env: Mapping[str, str] | None = None
+    ) -> None:
+        self.store_url = resolve_store_url(store)
+        self._api_key = api_key
+        self._env = env
+        self._log: SessionLog | None = None  # held open between `async with` and its exit
+
+    async def __aenter__(self) -> LocalFleet:
+        self._log = open_store(self.store_url)
+        await self._log.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        log, self._log = self._log, None
+        if log is not None:
+            await log.close()
+
+    @asynccontextmanager
+    async def _store(self) -> AsyncIterator[SessionLog]:
+        if self._log is not None:
+            yield self._log
+            return
+        async with open_store(self.store_url) as log:
+            yield log
+
+    async def deploy(
+        self, options: RunOptions, *, run_id: str | None = None, on_start: Callable[[str], None] | None = None
+    ) -> RunOutcome:
+        def started(rid: str, _engine: object) -> None:
+            if on_start is not None:
+                on_start(rid)
+
+        report = await deploy(
+            options, store_url=self.store_url, api_key=self._api_key, env=self._env, on_start=started, run_id=run_id
+        )
+        return RunOutcome.of(report)
+
+    async def resume(self, run_id: str) -> RunOutcome:
+        report = await resume(run_id, store_url=self.store_url, api_key=self._api_key, env=self._env)
+        return RunOutcome.of(report)
+
+    async def state(self, run_id: str) -> SessionState | None:
+        async with self._store() as log:
+            rec = await log.get_session(run_id)
+        return rec.state if rec is not None and rec.kind == "run" else None
+
+    async def outcome(self, run_id: str) -> RunOutcome:
+        summary, out_dir = await self._summary(run_id)
+        if summary is None:
+            raise UsageError(f"run {run_id} has not written its outputs yet")
+        results = await asyncio.to_thread(_read_jsonl, out_dir / "results.jsonl")
+        return RunOutcome(run_id, str(summary["status"]), summary, results)
+
+    async def raise_budget(
+        self, run_id: str, *, tokens: int | None = None, usd: str | None = None, note: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        data = {**(note or {}), **budget_event_data(tokens, usd)}
+        async with self._store() as log:
+            await self._run_record(log, run_id)
+            event = await log.emit_event(run_id, EventType.BUDGET_RAISED, data)
+        return event.to_dict()
+
+    async def events(self, session_id: str, after: int = 0) -> list[dict[str, Any]]:
+        async with self._store() as log:
+            if await log.get_session(session_id) is None:
+                raise SessionNotFound(f"no session {session_id!r} in this store")
+            return [e.to_dict() for e in await log.get_events(session_id, after=after)]
+
+    async def status(self, run_id: str) -> dict[str, Any]:
+        async with self._store() as log:
+            rec = await self._run_record(log, run_id)
+            if rec.state in STOPPED:
+                summary, _ = await self._summary(run_id, log)
+                if summary is not None:
+                    return summary
+            return await _live_figures(log, rec)
+
+    async def results(self, run_id: str, *, offset: int = 0, limit: int = 100) -> tuple[list[dict[str, Any]], int]:
+        if offset < 0 or limit < 1:
+            raise UsageError(f"offset must be ≥ 0 and limit ≥ 1, not {offset} and {limit}")
+        _, out_dir = await self._summary(run_id)
+        rows = await asyncio.to_thread(_read_jsonl, out_dir / "results.jsonl")
+        return rows[offset : offset + limit], len(rows)
+
+    async def review(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        async with self._store() as log:
+            if run_id is not None:
+                runs = [await self._run_record(log, run_id)]
+            else:
+                runs = await log.list_runs(limit=50)
+            items: list[dict[str, Any]] = []
+            for rec in runs:
+                items += await self._review_run(log, rec)
+        return items
+
+    async def _review_run(self, log: SessionLog, rec: SessionRecord) -> list[dict[str, Any]]:
+        rid = rec.session_id
+        items = [
+            {"kind": "session", "run_id": rid, "session_id": s.session_id, "state": str(s.state)}
+            for s in await log.list_sessions(rid)
+            if s.state in (SessionState.PAUSED, SessionState.FAILED)
+        ]
+        summary, out_dir = await self._summary(rid, log)
+        if summary is None:
+            return items
+        if summary.get("needs_review"):
+            items.append({"kind": "run", "run_id": rid, "reason": "verification agreement below its threshold"})
+        for row in await asyncio.to_thread(_read_jsonl, out_dir / "results.jsonl"):
+            verdict = (row.get("verification") or {}).get("verdict")
+            if verdict in ("refute", "unsure"):
+                items.append({"kind": "result", "run_id": rid, "result_id": row["id"], "verdict": verdict})
+        return items
+
+    async def _run_record(self, log: SessionLog, run_id: str) -> SessionRecord:
+        rec = await log.get_session(run_id)
+        if rec is None or rec.kind != "run":
+            raise SessionNotFound(f"no run {run_id!r} in this store")
+        return rec
+
+    async def _summary(self, run_id: str, log: SessionLog | None = None) -> tuple[dict[str, Any] | None, Path]:
+        """The run's ``summary.json`` (None before it was written) and its output directory."""
+        if log is None:
+            async with self._store() as opened:
+                return await self._summary(run_id, opened)
+        await self._run_record(log, run_id)
+        options, _ = await load_run(log, run_id)
+        out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
+        path = out_dir / "summary.json"
+        text = await asyncio.to_thread(lambda: path.read_text() if path.exists() else None)
+        return (json.loads(text) if text else None), out_dir
+
+
+async def _live_figures(log: SessionLog, rec: SessionRecord) -> dict[str, Any]:
+    """A running run's figures so far (what ``agent-fleet status RUN --json`` shows)."""
+    run_id = rec.session_id
+    sessions = await log.list_sessions(run_id)
+    types = [EventType.MODEL_RESPONSE, EventType.MODEL_ERROR, EventType.RESULT_ITEM, EventType.ATTEMPT_FAILED]
+    events = await log.events_of_run(run_id, types)
+    figures = run_figures(sessions, events, await log.get_events(run_id)).to_summary()
+    by_state: dict[str, int] = {}
+    for s in sessions:
+        by_state[str(s.state)] = by_state.get(str(s.state), 0) + 1
+    return {
+        "run_id": run_id,
+        "status": str(rec.state),
+        "task": rec.info.get("task", ""),
+        **figures,
+        "sessions": by_state,
+        "partitions": len(sessions),
+    }
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
