@@ -50,8 +50,10 @@ class RunOutcome:
         return float(self.summary.get("cost_usd") or 0.0)
 
     @classmethod
-    def of(cls, report: RunReport) -> RunOutcome:
-        return cls(report.run_id, report.status, report.summary, [r.to_dict() for r in report.results])
+    async def of(cls, report: RunReport) -> RunOutcome:
+        """The report's results as ``results.jsonl`` holds them (its order, its JSON)."""
+        rows = await asyncio.to_thread(_read_jsonl, Path(report.out_dir) / "results.jsonl")
+        return cls(report.run_id, report.status, report.summary, rows)
 
 
 class FleetClient(Protocol):
@@ -153,11 +155,11 @@ class LocalFleet:
         report = await deploy(
             options, store_url=self.store_url, api_key=self._api_key, env=self._env, on_start=started, run_id=run_id
         )
-        return RunOutcome.of(report)
+        return await RunOutcome.of(report)
 
     async def resume(self, run_id: str) -> RunOutcome:
         report = await resume(run_id, store_url=self.store_url, api_key=self._api_key, env=self._env)
-        return RunOutcome.of(report)
+        return await RunOutcome.of(report)
 
     async def state(self, run_id: str) -> SessionState | None:
         async with self._store() as log:
