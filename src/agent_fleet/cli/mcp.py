@@ -1,0 +1,41 @@
+"""``agent-fleet mcp [--http --host H --port P] [--store URL] [--config fleet.yaml]``: the fleet as an
+MCP server (stdio by default, streamable HTTP with ``--http``); see :mod:`agent_fleet.integrations.mcp`."""
+
+from __future__ import annotations
+
+import typer
+
+from agent_fleet.cli.common import STORE_OPTION, run_async
+from agent_fleet.errors import UsageError
+
+__all__ = ["register"]
+
+
+def mcp_cmd(
+    http: bool = typer.Option(False, "--http", help="Serve streamable HTTP instead of stdio."),
+    host: str = typer.Option("127.0.0.1", "--host", help="With --http: the interface to listen on."),
+    port: int = typer.Option(8000, "--port", help="With --http: the port to listen on."),
+    store: str | None = STORE_OPTION,
+    config: str | None = typer.Option(None, "--config", help="fleet.yaml for the runs this server starts."),
+) -> None:
+    """The fleet as an MCP server: tools deploy, status, results, events, budget_raise, review."""
+
+    async def go() -> None:
+        try:
+            from agent_fleet.integrations.mcp import serve
+        except ImportError:
+            raise UsageError("agent-fleet mcp needs the mcp extra: pip install 'agent-fleet-manager[mcp]'") from None
+
+        def ready(url: str) -> None:
+            typer.echo(f"agent-fleet: MCP server at {url}", err=True)
+
+        await serve(http=http, host=host, port=port, store=store, config_path=config, on_ready=ready)
+
+    if not 0 < port < 65536:
+        raise typer.BadParameter(f"--port must be 1-65535, not {port}")
+    run_async(go())
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    app.command("mcp")(mcp_cmd)
