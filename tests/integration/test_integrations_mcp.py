@@ -103,7 +103,10 @@ async def deploy_to_the_end(session: ClientSession, workdir: Path) -> None:
 
 def test_over_stdio_the_client_deploys_and_reads_a_run_to_the_end(sim_url: str, tmp_path: Path) -> None:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "agent_fleet.cli", "mcp"], env=server_env(tmp_path, sim_url), cwd=tmp_path
+        command=sys.executable,
+        args=["-m", "agent_fleet.cli", "mcp", "--embedder", "lexical"],
+        env=server_env(tmp_path, sim_url),
+        cwd=tmp_path,
     )
 
     async def go() -> None:
@@ -123,8 +126,8 @@ def free_port() -> int:
 @asynccontextmanager
 async def http_server(workdir: Path, url: str) -> AsyncIterator[str]:
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_fleet.cli", "mcp", "--http", "--port", str(port)],
+    proc = subprocess.Popen(  # noqa: ASYNC220 (started once; the test reads its stderr line by line)
+        [sys.executable, "-m", "agent_fleet.cli", "mcp", "--http", "--port", str(port), "--embedder", "lexical"],
         cwd=workdir,
         env=server_env(workdir, url),
         stdout=subprocess.DEVNULL,
@@ -140,7 +143,7 @@ async def http_server(workdir: Path, url: str) -> AsyncIterator[str]:
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break
-            time.sleep(0.05)
+            await asyncio.sleep(0.05)
         yield endpoint
     finally:
         proc.terminate()
@@ -195,3 +198,52 @@ async def test_bad_requests_are_tool_errors_and_the_server_goes_on(sim_url: str,
         bad = await session.call_tool("budget_raise", {"run_id": "run-unknown"})
         assert bad.isError
         assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+
+
+# -- Claude Code ----------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def claude_program() -> str:
+    path = os.environ.get("FLEET_TEST_CLAUDE") or str(REPO / ".ci-tools" / "npm" / "node_modules" / ".bin" / "claude")
+    if not os.access(path, os.X_OK):
+        msg = f"{path} is not installed (bash .ci/install-agent-clis installs it)"
+        if os.environ.get("FLEET_REQUIRE_REAL_CLIS") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return path
+
+
+def test_claude_code_lists_the_fleet_tools_with_mcp_config(sim_url: str, tmp_path: Path) -> None:
+    """The real Claude Code, offline: ``-p`` against the simulated provider with ``--mcp-config``;
+    its init message names the servers it connected and the tools it offers the model."""
+    claude = claude_program()
+    config = tmp_path / "mcp.json"
+    server = {"command": sys.executable, "args": ["-m", "agent_fleet.cli", "mcp"], "env": server_env(tmp_path, sim_url)}
+    config.write_text(json.dumps({"mcpServers": {"fleet": server}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(
+        HOME=str(tmp_path / "home"),
+        ANTHROPIC_BASE_URL=sim_url.removesuffix("/v1"),
+        ANTHROPIC_API_KEY="sk-claude-code-test",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_ERROR_REPORTING="1",
+    )
+    args = ["-p", "Which fleet tools do you have?", "--mcp-config", str(config), "--strict-mcp-config"]
+    proc = subprocess.run(
+        [claude, *args, "--output-format", "stream-json", "--verbose"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    messages = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    init = next((m for m in messages if m.get("type") == "system" and m.get("subtype") == "init"), None)
+    assert init is not None, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert {"name": "fleet", "status": "connected"}.items() <= init["mcp_servers"][0].items()
+    assert {t.removeprefix("mcp__fleet__") for t in init["tools"] if t.startswith("mcp__fleet__")} == TOOLS
+    assert KEY not in proc.stdout + proc.stderr

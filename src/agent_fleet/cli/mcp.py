@@ -1,5 +1,6 @@
-"""``agent-fleet mcp [--http --host H --port P] [--store URL] [--config fleet.yaml]``: the fleet as an
-MCP server (stdio by default, streamable HTTP with ``--http``); see :mod:`agent_fleet.integrations.mcp`."""
+"""``agent-fleet mcp [--http --host H --port P] [--store URL] [--config fleet.yaml] [--model M]
+[--provider P] [--embedder E]``: the fleet as an MCP server (stdio by default, streamable HTTP with
+``--http``); the options are the runs' settings. See :mod:`agent_fleet.integrations.mcp`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ def mcp_cmd(
     port: int = typer.Option(8000, "--port", help="With --http: the port to listen on."),
     store: str | None = STORE_OPTION,
     config: str | None = typer.Option(None, "--config", help="fleet.yaml for the runs this server starts."),
+    model: str = typer.Option("gpt-4.1-mini", "--model", help="Model name the runs send to the provider."),
+    provider: str | None = typer.Option(None, "--provider", help="openai, anthropic or a base URL."),
+    embedder: str = typer.Option("auto", "--embedder", help="Dedup embedder of the runs: auto, lexical, minilm."),
 ) -> None:
     """The fleet as an MCP server: tools deploy, status, results, events, budget_raise, review."""
 
@@ -29,7 +33,8 @@ def mcp_cmd(
         def ready(url: str) -> None:
             typer.echo(f"agent-fleet: MCP server at {url}", err=True)
 
-        await serve(http=http, host=host, port=port, store=store, config_path=config, on_ready=ready)
+        defaults = {"model": model, "provider": provider, "embedder": embedder}
+        await serve(http=http, host=host, port=port, store=store, config_path=config, defaults=defaults, on_ready=ready)
 
     if not 0 < port < 65536:
         raise typer.BadParameter(f"--port must be 1-65535, not {port}")

@@ -23,7 +23,7 @@ the server, which interrupts them resumably. Provider settings come from the ser
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,18 @@ INSTRUCTIONS = (
 class FleetService:
     """The tools' behaviour: a local fleet and the runs this server drives, in one task group."""
 
-    def __init__(self, fleet: LocalFleet, tasks: asyncio.TaskGroup, *, config_path: str | None = None) -> None:
+    def __init__(
+        self,
+        fleet: LocalFleet,
+        tasks: asyncio.TaskGroup,
+        *,
+        config_path: str | None = None,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> None:
         self.fleet = fleet
         self._tasks = tasks
         self._config_path = config_path
+        self._defaults = dict(defaults or {})  # RunOptions the server gives every run (e.g. embedder)
         self._live: dict[str, asyncio.Task[None]] = {}
         self.failures: dict[str, FleetError] = {}  # run id → what stopped its background drive
 
@@ -62,7 +70,12 @@ class FleetService:
         self, task: str, input: str | None, agents: int, budget_tokens: int | None, wait: bool
     ) -> dict[str, Any]:
         options = RunOptions(  # deploy makes the paths absolute (against this server's directory)
-            task=task, input_path=input, agents=agents, budget_tokens=budget_tokens, config_path=self._config_path
+            task=task,
+            input_path=input,
+            agents=agents,
+            budget_tokens=budget_tokens,
+            config_path=self._config_path,
+            **self._defaults,
         )
         run_id = new_run_id()
         if wait:
@@ -188,11 +201,12 @@ async def serve(
     port: int = 8000,
     store: str | None = None,
     config_path: str | None = None,
+    defaults: Mapping[str, Any] | None = None,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve until stdin closes (stdio) or the process is interrupted (streamable HTTP)."""
     async with LocalFleet(store=store) as fleet, asyncio.TaskGroup() as tasks:
-        service = FleetService(fleet, tasks, config_path=config_path)
+        service = FleetService(fleet, tasks, config_path=config_path, defaults=defaults)
         server = build_server(service, host=host, port=port)
         try:
             if http:
