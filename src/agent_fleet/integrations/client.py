@@ -12,12 +12,13 @@ is ``summary.json``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from agent_fleet.cli.budget import budget_event_data
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
@@ -26,7 +27,9 @@ from agent_fleet.errors import SessionNotFound, UsageError
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.session import SessionLog, open_store, resolve_store_url
 
-__all__ = ["FleetClient", "LocalFleet", "RunOutcome", "fleet_client"]
+__all__ = ["FleetClient", "LocalFleet", "RunOutcome", "check_items", "fleet_client", "items_run", "run_sync"]
+
+T = TypeVar("T")
 
 # States of a run's own stream after which nothing runs until someone resumes it.
 STOPPED = frozenset({SessionState.COMPLETED, SessionState.FAILED, SessionState.PAUSED})
@@ -277,3 +280,34 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         return []
     with path.open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def check_items(items: Any, where: str) -> list[str]:
+    """A list input given as data: a non-empty list of non-blank, one-line strings (UsageError else)."""
+    if not isinstance(items, list | tuple) or not items:
+        raise UsageError(f"{where} must be a non-empty list of strings")
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip() or "\n" in item or "\r" in item:
+            raise UsageError(f"item {i} of {where} must be a non-blank line of text")
+    return list(items)
+
+
+def items_run(task: str, items: Sequence[str], *, agents: int, run_id: str, options: Mapping[str, Any]) -> RunOptions:
+    """The options of a run over ``items``, written one per line beside its outputs (``items.txt``);
+    the run reads them when it is planned. Blocking file I/O: call it in a thread."""
+    out_dir = Path(options.get("out_dir") or Path(".fleet") / "runs" / run_id).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "items.txt"
+    path.write_text("".join(f"{item}\n" for item in items), encoding="utf-8")
+    extra = {**options, "out_dir": str(out_dir)}
+    return RunOptions(task=task, input_path=str(path), agents=agents, **extra)
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine from synchronous code: on this thread, or on a fresh one if a loop runs here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()

@@ -28,11 +28,9 @@ recorded in the run's log with the node's task id, so a node re-run after a cras
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import dataclasses
-from collections.abc import Coroutine, Mapping, Sequence
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from langchain_core.runnables import RunnableLambda
 from langgraph.config import get_config
@@ -43,11 +41,17 @@ from agent_fleet.domain.events import EventType
 from agent_fleet.domain.ids import new_run_id
 from agent_fleet.engine import RunOptions
 from agent_fleet.errors import UsageError
-from agent_fleet.integrations.client import STOPPED, FleetClient, RunOutcome, fleet_client
+from agent_fleet.integrations.client import (
+    STOPPED,
+    FleetClient,
+    RunOutcome,
+    check_items,
+    fleet_client,
+    items_run,
+    run_sync,
+)
 
 __all__ = ["FleetNode", "fleet_node", "fleet_sends"]
-
-T = TypeVar("T")
 
 _OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(RunOptions)) - {"task", "input_path", "agents"}
 _CLIENT_NAMES = frozenset({"store", "server", "api_key"})
@@ -141,13 +145,13 @@ class FleetNode:
     def invoke(self, state: Mapping[str, Any]) -> dict[str, Any]:
         items = self._items(state)
         run_id = state.get(self.run_id_key) or _choose_run_id().result()
-        outcome = _run(self.advance(run_id, items))
+        outcome = run_sync(self.advance(run_id, items))
         answered = 0
         while outcome.paused:
             answer = interrupt(_question(outcome))
             if _stops(answer):
                 break
-            outcome = _run(self.answer(run_id, items, answered, answer, _task_tag()))
+            outcome = run_sync(self.answer(run_id, items, answered, answer, _task_tag()))
             answered += 1
         return self._update(outcome, len(items))
 
@@ -188,22 +192,10 @@ class FleetNode:
         return await self.advance(run_id, items)
 
     def _items(self, state: Mapping[str, Any]) -> list[str]:
-        items = state.get(self.items_key)
-        if not isinstance(items, list | tuple) or not items:
-            raise UsageError(f"fleet_node: state[{self.items_key!r}] must be a non-empty list of strings")
-        for i, item in enumerate(items):
-            if not isinstance(item, str) or not item.strip() or "\n" in item or "\r" in item:
-                raise UsageError(f"fleet_node: item {i} of state[{self.items_key!r}] must be a non-blank line of text")
-        return list(items)
+        return check_items(state.get(self.items_key), f"fleet_node: state[{self.items_key!r}]")
 
     def _options(self, run_id: str, items: Sequence[str]) -> RunOptions:
-        """The run's options, its items written one per line beside its outputs (``items.txt``)."""
-        out_dir = Path(self.options.get("out_dir") or Path(".fleet") / "runs" / run_id).resolve()
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / "items.txt"
-        path.write_text("".join(f"{item}\n" for item in items), encoding="utf-8")
-        extra = {**self.options, "out_dir": str(out_dir)}
-        return RunOptions(task=self.task, input_path=str(path), agents=self.agents, **extra)
+        return items_run(self.task, items, agents=self.agents, run_id=run_id, options=self.options)
 
     def _update(self, outcome: RunOutcome, items: int) -> dict[str, Any]:
         if self.runs_key is not None:
@@ -248,13 +240,3 @@ def _tag_of(event: Mapping[str, Any]) -> str | None:
 def _task_tag() -> str:
     """The running node's task, as LangGraph names it (the same when a crashed node runs again)."""
     return str(get_config().get("configurable", {}).get("checkpoint_ns", ""))
-
-
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine from a sync node: on this thread, or on a fresh one if a loop runs here."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
