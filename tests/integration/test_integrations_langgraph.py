@@ -26,9 +26,6 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-
-pytest.importorskip("langgraph")
-
 from _langgraph_child import lines
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver

@@ -21,9 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-
 from aiohttp import web
 from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
