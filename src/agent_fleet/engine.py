@@ -47,9 +47,9 @@ from agent_fleet.errors import ProviderUnreachable, SessionNotFound, UsageError
 from agent_fleet.forecasting import forecast_for, observed_latency
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
-from agent_fleet.integrations.switch import telemetry_wanted
 from agent_fleet.observe.metrics import FleetSnapshot, ModelFigures, metrics_key, render
 from agent_fleet.observe.summary import run_figures
+from agent_fleet.observe.telemetry import open_telemetry
 from agent_fleet.options import RunOptions, RunReport, exit_code_for, with_config
 from agent_fleet.run_ticker import RunTicker
 from agent_fleet.runtime import tuned_runtime
@@ -612,13 +612,12 @@ async def open_engine(
     engine = Engine(
         log=log, gateway=gateway, clock=clock, slots_for=(lambda _o: slots) if slots else None, workforce=workforce
     )
+    system = "anthropic" if options.provider == "anthropic" or options.model.startswith("claude") else "openai"
     telemetry = None
-    if telemetry_wanted(os.environ):  # off: opentelemetry is never imported
-        from agent_fleet.integrations.otel import FleetTelemetry
-
-        telemetry = FleetTelemetry.from_environment(options)
-        engine.listen(telemetry.heard)
     try:
+        telemetry = open_telemetry(os.environ, system=system)  # off (the default): None, nothing imported
+        if telemetry is not None:
+            engine.listen(telemetry.heard)
         with tuned_runtime():
             yield engine
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ from agent_fleet.config import FleetConfig
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import UsageError
 
-__all__ = ["RunOptions", "RunReport", "exit_code_for", "with_config"]
+__all__ = ["RunOptions", "RunReport", "budget_event_data", "exit_code_for", "with_config"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,3 +103,23 @@ def with_config(options: RunOptions, config: FleetConfig) -> RunOptions:
 
 def _text(value: Decimal | None) -> str | None:
     return None if value is None else str(value)
+
+
+def budget_event_data(tokens: int | None, usd: str | None) -> dict[str, Any]:
+    """The data of a ``budget_raised`` event (the new caps), checked: a whole number of tokens ≥ 1, dollars > 0."""
+    if tokens is None and usd is None:
+        raise UsageError("give --tokens N or --usd X")
+    data: dict[str, Any] = {}
+    if tokens is not None:
+        if tokens < 1:
+            raise UsageError(f"--tokens must be at least 1, not {tokens}")
+        data["tokens"] = tokens
+    if usd is not None:
+        try:
+            value = Decimal(usd.strip().lstrip("$"))
+        except InvalidOperation:
+            raise UsageError(f"--usd must be a number of dollars, not {usd!r}") from None
+        if not value.is_finite() or value <= 0:
+            raise UsageError(f"--usd must be more than 0, not {usd}")
+        data["usd"] = str(value)  # dollars stay exact: Decimal text, never a float
+    return data

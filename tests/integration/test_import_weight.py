@@ -87,7 +87,8 @@ def test_the_package_itself_loads_only_its_error_tree() -> None:
 
 
 _CLI = {"agent_fleet", "agent_fleet._lazy", "agent_fleet.errors", "agent_fleet.cli"} | {
-    f"agent_fleet.cli.{name}" for name in ("app", "budget", "common", "gateway", "interrupt", "queues", "runs", "sim")
+    f"agent_fleet.cli.{name}"
+    for name in ("app", "budget", "common", "gateway", "interrupt", "mcp", "queues", "runs", "sim")
 }
 
 

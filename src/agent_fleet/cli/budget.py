@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from agent_fleet.cli.common import STORE_OPTION, print_json, run_async
-from agent_fleet.errors import SessionNotFound, UsageError
+from agent_fleet.errors import SessionNotFound
 
 __all__ = ["budget_event_data", "register"]
 
@@ -22,25 +22,10 @@ budget_app = typer.Typer(
 
 
 def budget_event_data(tokens: int | None, usd: str | None) -> dict[str, Any]:
-    """The event data for a raise, checked: a whole number of tokens ≥ 1, dollars > 0."""
-    from decimal import Decimal, InvalidOperation
+    """The event data for a raise, checked (see :func:`agent_fleet.options.budget_event_data`)."""
+    from agent_fleet.options import budget_event_data as checked
 
-    if tokens is None and usd is None:
-        raise UsageError("give --tokens N or --usd X")
-    data: dict[str, Any] = {}
-    if tokens is not None:
-        if tokens < 1:
-            raise UsageError(f"--tokens must be at least 1, not {tokens}")
-        data["tokens"] = tokens
-    if usd is not None:
-        try:
-            value = Decimal(usd.strip().lstrip("$"))
-        except InvalidOperation:
-            raise UsageError(f"--usd must be a number of dollars, not {usd!r}") from None
-        if not value.is_finite() or value <= 0:
-            raise UsageError(f"--usd must be more than 0, not {usd}")
-        data["usd"] = str(value)  # dollars stay exact: Decimal text, never a float
-    return data
+    return checked(tokens, usd)
 
 
 @budget_app.command("raise")

@@ -5,11 +5,12 @@
   ``fleet_sends`` for ``Send`` fan-out.
 * :mod:`.crewai` (extra ``crewai``): ``FleetTool``, a CrewAI tool that hands a parallel step to the fleet.
 * :mod:`.mcp` (extra ``mcp``): the MCP server behind ``agent-fleet mcp``.
-* :mod:`.otel` (extra ``otel``): OpenTelemetry spans derived from the session log's durable events.
 * :mod:`.client`: how every integration reaches a fleet — the :class:`~.client.FleetClient` seam and
   the local engine behind it.
 
 Importing this package imports none of those frameworks; each module imports its own on use.
+The integrations sit between the CLI and the engine: they drive the engine through its phase API.
+OpenTelemetry export (extra ``otel``) is wired by the engine itself: :mod:`agent_fleet.observe.telemetry`.
 """
 
 __all__: list[str] = []

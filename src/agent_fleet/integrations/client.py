@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from agent_fleet.cli.budget import budget_event_data
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
 from agent_fleet.engine import RunOptions, RunReport, deploy, load_run, resume
 from agent_fleet.errors import SessionNotFound, UsageError
 from agent_fleet.observe.summary import run_figures
+from agent_fleet.options import budget_event_data
 from agent_fleet.session import SessionLog, open_store, resolve_store_url
 
 __all__ = ["FleetClient", "LocalFleet", "RunOutcome", "check_items", "fleet_client", "items_run", "run_sync"]

@@ -1,6 +1,6 @@
 """OpenTelemetry spans derived from the session log's durable events (extra ``otel``).
 
-Off by default (:mod:`agent_fleet.integrations.switch` says when it is on); when off, nothing here is
+Off by default (:mod:`agent_fleet.observe.telemetry` says when it is on); when off, nothing here is
 imported and nothing changes. When on, the engine hands every batch of events it made durable to
 :meth:`FleetTelemetry.heard`, which turns them into spans — the log stays the one source of truth and
 no call path is instrumented:
@@ -33,7 +33,6 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatResponse
-from agent_fleet.engine import RunOptions
 
 __all__ = ["FleetTelemetry"]
 
@@ -78,7 +77,7 @@ class FleetTelemetry:
         self._failed = False
 
     @classmethod
-    def from_environment(cls, options: RunOptions) -> FleetTelemetry:
+    def from_environment(cls, *, system: str) -> FleetTelemetry:
         """Spans to the application's tracer provider, or to OTLP/HTTP per ``OTEL_EXPORTER_OTLP_*``."""
         provider: Any = trace.get_tracer_provider()
         close: Callable[[], Any] | None = getattr(provider, "force_flush", None)
@@ -91,7 +90,6 @@ class FleetTelemetry:
             provider = TracerProvider(resource=Resource.create({"service.name": "agent-fleet"}))
             provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
             close = provider.shutdown
-        system = "anthropic" if options.provider == "anthropic" or options.model.startswith("claude") else "openai"
         return cls(provider.get_tracer("agent_fleet"), system=system, close=close)
 
     def close(self) -> None:
