@@ -231,6 +231,7 @@ def test_claude_code_lists_the_fleet_tools_with_mcp_config(sim_url: str, tmp_pat
         DISABLE_AUTOUPDATER="1",
         DISABLE_TELEMETRY="1",
         DISABLE_ERROR_REPORTING="1",
+        MCP_TIMEOUT="120000",  # the server's start-up, in milliseconds (a loaded machine imports slowly)
     )
     args = ["-p", "Which fleet tools do you have?", "--mcp-config", str(config), "--strict-mcp-config"]
     proc = subprocess.run(
@@ -244,6 +245,6 @@ def test_claude_code_lists_the_fleet_tools_with_mcp_config(sim_url: str, tmp_pat
     messages = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     init = next((m for m in messages if m.get("type") == "system" and m.get("subtype") == "init"), None)
     assert init is not None, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert {"name": "fleet", "status": "connected"}.items() <= init["mcp_servers"][0].items()
+    assert {"name": "fleet", "status": "connected"}.items() <= init["mcp_servers"][0].items(), init["mcp_servers"]
     assert {t.removeprefix("mcp__fleet__") for t in init["tools"] if t.startswith("mcp__fleet__")} == TOOLS
     assert KEY not in proc.stdout + proc.stderr
