@@ -5,7 +5,7 @@ models:                       # routing tiers: the router picks by difficulty, f
   - {name: fast, provider: openai, model: gpt-4.1-mini, base_url: ..., api_key_env: FLEET_API_KEY, tier: simple}
   - {name: deep, provider: anthropic, model: claude-opus-4-5, tier: complex, fallback: [fast]}
 routing: {classifier: fast}   # optional: a cheap model call that rates difficulty
-budgets: {session_tokens: 128000, session_usd: null, fleet_usd: null, queue_usd: {team-a: 50}}
+budgets: {session_tokens: 128000, session_usd: null, fleet_usd: null, queue_usd: {team-a: 50}, mode: bounded}
 rate_limit: {baseline_concurrency: 50, tokens_per_minute: null}
 guards: {max_turns: 60, repeated_tool_calls: 5, no_progress_turns: 12}
 prices: {my-model: {input: 0.4, output: 1.6, cached_input: 0.1}}   # $/MTok, over the built-in table
@@ -78,12 +78,18 @@ class ModelConfig(_Strict):
 
 
 class BudgetsConfig(_Strict):
+    """Caps per scope. ``mode: bounded`` (default): a call is admitted while the cap is not reached and
+    the call that crosses it finishes (overshoot under one call); ``strict``: a call's ``max_tokens`` is
+    lowered to what is left, and below ``strict_floor_tokens`` the session pauses (no overshoot)."""
+
     session_tokens: int | None = Field(default=128_000, ge=1)
     session_usd: Decimal | None = Field(default=None, ge=0)
     fleet_usd: Decimal | None = Field(default=None, ge=0)
     fleet_tokens: int | None = Field(default=None, ge=1)
     queue_usd: dict[str, Decimal] = Field(default_factory=dict)
     model_usd: dict[str, Decimal] = Field(default_factory=dict)
+    mode: Literal["bounded", "strict"] = "bounded"
+    strict_floor_tokens: int = Field(default=1024, ge=1)
 
 
 class RateLimitConfig(_Strict):

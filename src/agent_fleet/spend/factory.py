@@ -128,6 +128,8 @@ def build_gateway(
         run_tokens=b.fleet_tokens,
         run_usd=fleet_usd if fleet_usd is not None else b.fleet_usd,
         run_id=run_id,
+        budget_mode=b.mode,
+        strict_floor=b.strict_floor_tokens,
         prices=price_table(cfg),
         retry=RetryPolicy(max_attempts=rl.max_attempts),
         requests_per_minute=rl.requests_per_minute,

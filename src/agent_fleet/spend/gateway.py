@@ -2,7 +2,7 @@
 
 One call goes down a stack of small steps::
 
-    budget   reserve the worst case on every cap that applies, or raise BudgetExhausted (nothing sent)
+    budget   reserve on every cap that applies (spend.budget's rule), or raise BudgetExhausted (nothing sent)
     limiter  one concurrency permit (adaptive limit), then the requests/tokens-per-minute buckets
     retry    breaker/cooldown wait, send, classify; retry 429/overload within the retry budget
     meter    charge the real usage at list price; settle the reservation
@@ -127,6 +127,8 @@ class Gateway:
         run_tokens: int | None = None,
         run_usd: Decimal | float | str | None = None,
         run_id: str | None = None,
+        budget_mode: str = "bounded",
+        strict_floor: int = 1024,
         prices: PriceTable | None = None,
         retry: RetryPolicy | None = None,
         breaker: BreakerConfig | None = None,
@@ -152,6 +154,8 @@ class Gateway:
             run_tokens=run_tokens,
             run_usd=_usd(run_usd),
             run_key=run_id or "fleet",
+            mode=budget_mode,
+            strict_floor=strict_floor,
         )
         self.meter = Meter()
         self.estimator = estimator or PromptEstimator()
@@ -316,7 +320,10 @@ class Gateway:
         async with self.slot(
             session_id, model=model, prompt_tokens=prompt, max_tokens=request.max_tokens, provider=provider
         ) as slot:
-            response = await slot.send(lambda: provider.complete(request))
+            if slot.max_tokens != request.max_tokens:  # a strict budget lowered it to what is left
+                request = replace(request, max_tokens=slot.max_tokens)
+            sent = request
+            response = await slot.send(lambda: provider.complete(sent))
             cost = slot.charge(response.usage)
         if self._estimate_prompt is None:
             self.estimator.observe(model, raw, response.usage.input_tokens)
