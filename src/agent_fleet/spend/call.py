@@ -163,11 +163,12 @@ class CallSlot:
                 else:
                     gw.book.settle(self.reservation, 0, _ZERO)
 
-    async def send(self, attempt_once: Callable[[], Awaitable[T]]) -> T:
+    async def send(self, attempt_once: Callable[[], Awaitable[T]], *, retry: bool = True) -> T:
         """Run ``attempt_once`` under the breaker, the rate buckets and the retry policy.
 
         Returns once the provider has answered successfully (for a stream: once its headers came);
-        raises the last error when retrying stops.
+        raises the last error when retrying stops. ``retry=False`` sends once (a client that retries
+        itself gets the error, and its retry-after, at once).
         """
         gw = self._gw
         clock = gw.clock
@@ -216,7 +217,7 @@ class CallSlot:
                     raise
                 if getattr(exc, "sent", False):
                     raise  # a timeout after sending: it may have been processed, do not send it twice
-                delay = gw.retry.delay(attempt, exc, gw._rand())
+                delay = gw.retry.delay(attempt, exc, gw._rand()) if retry else None
                 if delay is None or not lane.retry_budget.try_retry(now):
                     raise
                 self.retried.append(kind)

@@ -119,6 +119,7 @@ class Gateway:
         *,
         routes: Mapping[str, ModelProvider] | None = None,
         aliases: Mapping[str, str] | None = None,
+        model_aliases: Mapping[str, str] | None = None,
         clock: Clock | None = None,
         concurrency: int = 50,
         adaptive: AdaptiveConfig | bool = True,
@@ -143,6 +144,7 @@ class Gateway:
         self.provider = provider
         self.routes: dict[str, ModelProvider] = dict(routes or {})
         self.aliases: dict[str, str] = dict(aliases or {})  # fleet.yaml model name -> provider model id
+        self.model_aliases: dict[str, str] = dict(model_aliases or {})  # fleet.yaml aliases: (spend.routes)
         self.clock: Clock = clock or RealClock()
         self.run_id = run_id
         self.prices = prices or PriceTable()
