@@ -258,3 +258,24 @@ async def test_the_session_token_never_reaches_the_provider(stack: Stack) -> Non
     seen = json.dumps(stack.last().headers).lower()
     assert token.lower() not in seen and "cookie" not in seen
     assert stack.last().headers["x-trace"] == "t-1"
+
+
+async def test_strict_budgets_lower_the_limit_the_client_sent_or_set_one() -> None:
+    s, gateway = await make_stack(SimConfig(), budget_mode="strict", strict_floor=10, session_tokens=3_000)
+    url = s.service.root_url + "/v1/chat/completions"
+    try:
+        async with httpx.AsyncClient() as http:
+            for session, extra in (("s-capped", {"max_completion_tokens": 100_000}), ("s-open", {})):
+                raw = json.dumps({"model": "gpt-4.1-mini", "messages": USER, **extra}).encode()
+                headers = {"Authorization": f"Bearer {s.service.issue(session)}", "content-type": "application/json"}
+                # the gateway's estimate of a body this size (calibrated by the calls before it)
+                prompt = gateway.estimator.estimate_raw("gpt-4.1-mini#http", len(raw) // 3 + 16)
+                r = await http.post(url, content=raw, headers=headers)
+                assert r.status_code == 200
+                field = "max_completion_tokens" if extra else "max_tokens"  # the client's own, else the provider's
+                assert s.last().body[field] == 3_000 - prompt
+                assert ("max_tokens" in s.last().body) == (not extra)
+    finally:
+        await s.service.aclose()
+        await gateway.aclose()
+        await s.sim.stop()

@@ -91,7 +91,7 @@ def build_gateway(
                 base_url=url,
                 timeout=timeout,
                 max_connections=max_conn,
-                name=f"{kind}@{url or 'default'}",
+                name=f"{kind}@{url or 'default'}" + ("+responses" if m.responses_api else ""),
                 env=env,
                 responses_api=m.responses_api,
             )
