@@ -76,8 +76,7 @@ def _usd(value: Any) -> Decimal | None:
     return None if value is None else Decimal(str(value))
 
 
-def _caps(tokens: Any, usd: Any) -> dict[str, Any]:
-    """Cap changes for ``BudgetBook.set_cap``: None leaves a cap as it is."""
+def _caps(tokens: Any, usd: Any) -> dict[str, Any]:  # for BudgetBook.set_cap: None leaves a cap as it is
     return {k: v for k, v in (("tokens", tokens), ("usd", usd)) if v is not None}
 
 
