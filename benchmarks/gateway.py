@@ -18,8 +18,9 @@ per-call budget is the SDK's cost), against the same provider.
 
     python benchmarks/gateway.py [--calls 1000] [--skip-litellm]
 
-Goal: ≥ 7× less CPU per call than LiteLLM, and no overshoot beyond the documented bound (for ours the
-bound is 0 when the prompt estimate is not below the real count — which it is here).
+Goal: ≥ 7× less CPU per call than LiteLLM, and no overshoot beyond the documented bound. Ours admits a
+call while the cap is not reached and lets the one that crosses it finish (``agent_fleet.spend.budget``):
+spend stays below cap + one call's worst case (printed), however many callers share the session.
 """
 
 from __future__ import annotations
@@ -131,6 +132,12 @@ def body(session: str | None, i: int, *, metadata: bool) -> dict[str, object]:
     if metadata and session is not None:
         b["metadata"] = {"session_id": session}
     return b
+
+
+def one_call_worst() -> Decimal:
+    """What ours reserves for one benchmark call at most: its first prompt estimate plus max_tokens."""
+    raw = len(json.dumps(body("fifty", 0, metadata=False)).encode())
+    return PRICES.worst_case(MODEL, raw // 3 + 16, 400)
 
 
 async def measure_cpu(url: str, headers: dict[str, str], pid: int, calls: int, *, metadata: bool) -> float:
@@ -314,13 +321,13 @@ async def main() -> None:
         f"\nin process, CPU per call: Gateway.complete {local['gateway'] * 1000:.2f} ms beside the official "
         f"openai SDK {local['sdk'] * 1000:.2f} ms (ratio {local['gateway'] / local['sdk']:.2f})"
     )
+    bound = 1 + float(one_call_worst() / CAP)
+    within = a["x8"] < bound and a["x50"] < bound
+    print(f"ours stays under cap + one call ({bound:.2f}× the cap): {'yes' if within else 'NO'}")
     if b:
         ratio = b["cpu"] / a["cpu"]
-        met = ratio >= 7 and a["x8"] <= 1.0 and a["x50"] <= 1.0
-        print(
-            f"\nCPU: LiteLLM / ours = {ratio:.1f}× lighter; overshoot ours ≤ 1.00× (bound 0): "
-            f"{'met' if met else 'NOT met'}"
-        )
+        met = ratio >= 7 and within
+        print(f"\nCPU: LiteLLM / ours = {ratio:.1f}× lighter (goal ≥ 7×): {'met' if met else 'NOT met'}")
         raise SystemExit(0 if met else 1)
 
 

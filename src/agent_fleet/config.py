@@ -5,7 +5,8 @@ models:                       # routing tiers: the router picks by difficulty, f
   - {name: fast, provider: openai, model: gpt-4.1-mini, base_url: ..., api_key_env: FLEET_API_KEY, tier: simple}
   - {name: deep, provider: anthropic, model: claude-opus-4-5, tier: complex, fallback: [fast]}
 routing: {classifier: fast}   # optional: a cheap model call that rates difficulty
-budgets: {session_tokens: 128000, session_usd: null, fleet_usd: null, queue_usd: {team-a: 50}}
+budgets: {session_tokens: 128000, session_usd: null, fleet_usd: null, queue_usd: {team-a: 50}, mode: bounded}
+aliases: {claude-opus-5-5: deep, "claude-haiku-*": fast}   # what clients ask for -> a models: name or model id
 rate_limit: {baseline_concurrency: 50, tokens_per_minute: null}
 guards: {max_turns: 60, repeated_tool_calls: 5, no_progress_turns: 12}
 prices: {my-model: {input: 0.4, output: 1.6, cached_input: 0.1}}   # $/MTok, over the built-in table
@@ -67,7 +68,9 @@ class ModelConfig(_Strict):
     api_key_env: str | None = None  # the variable holding this model's key (never the key itself)
     tier: Tier = "medium"
     fallback: tuple[str, ...] = ()
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)  # its output limit, if not the published one
+    # Does the endpoint serve the Responses API itself? None: only api.openai.com is assumed to.
+    responses_api: bool | None = None
 
     @field_validator("provider")
     @classmethod
@@ -78,12 +81,18 @@ class ModelConfig(_Strict):
 
 
 class BudgetsConfig(_Strict):
+    """Caps per scope. ``mode: bounded`` (default): a call is admitted while the cap is not reached and
+    the call that crosses it finishes (overshoot under one call); ``strict``: a call's ``max_tokens`` is
+    lowered to what is left, and below ``strict_floor_tokens`` the session pauses (no overshoot)."""
+
     session_tokens: int | None = Field(default=128_000, ge=1)
     session_usd: Decimal | None = Field(default=None, ge=0)
     fleet_usd: Decimal | None = Field(default=None, ge=0)
     fleet_tokens: int | None = Field(default=None, ge=1)
     queue_usd: dict[str, Decimal] = Field(default_factory=dict)
     model_usd: dict[str, Decimal] = Field(default_factory=dict)
+    mode: Literal["bounded", "strict"] = "bounded"
+    strict_floor_tokens: int = Field(default=1024, ge=1)
 
 
 class RateLimitConfig(_Strict):
@@ -189,6 +198,8 @@ class FleetConfig(_Strict):
     rate_limit: RateLimitConfig = RateLimitConfig()
     guards: GuardsConfig = GuardsConfig()
     prices: dict[str, PriceOverride] = Field(default_factory=dict)
+    # What a client asks for (a model id or an fnmatch pattern) -> a `models:` name or a model id.
+    aliases: dict[str, str] = Field(default_factory=dict)
     # A path to a Kueue YAML file, or the Kueue objects inline; the admission plane parses them.
     queues: str | list[dict[str, Any]] | None = None
     # name -> {command, args, env, cwd} (stdio) or {url, headers} (HTTP); checked by the hands plane
@@ -207,6 +218,9 @@ class FleetConfig(_Strict):
             for f in m.fallback:
                 if f not in names:
                     raise ValueError(f"model {m.name!r} falls back to unknown model {f!r}")
+        for asked, target in self.aliases.items():
+            if not asked or not target:
+                raise ValueError("aliases: names and targets must not be empty")
         if self.routing.classifier is not None and self.routing.classifier not in names:
             raise ValueError(f"routing.classifier names unknown model {self.routing.classifier!r}")
         return self

@@ -6,7 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from agent_fleet.domain.events import EventType
+from agent_fleet.domain.events import EventType, SessionState
 from agent_fleet.session import open_store
 
 from .conftest import Cli, write_lines
@@ -16,7 +16,7 @@ async def test_budget_raise_resumes_paused_sessions_of_a_live_run(slow_cli: Cli,
     cli = slow_cli
     src = write_lines(tmp_path / "urls.txt", 200)
     # 40 sessions through 2 API slots at 0.5 s a call: early sessions reach their second call (and
-    # pause: 5,000 tokens cannot cover spent + prompt + max_tokens) while later ones still wait.
+    # pause: their first call alone costs more than 400 tokens) while later ones still wait.
     proc = cli.popen(
         "deploy",
         "--task",
@@ -26,7 +26,7 @@ async def test_budget_raise_resumes_paused_sessions_of_a_live_run(slow_cli: Cli,
         "--agents",
         "40",
         "--budget-tokens",
-        "5000",
+        "400",
         "--max-concurrency",
         "2",
         "--embedder",
@@ -36,22 +36,22 @@ async def test_budget_raise_resumes_paused_sessions_of_a_live_run(slow_cli: Cli,
     )
     run_id = None
     paused = 0
-    for _ in range(200):
-        await asyncio.sleep(0.1)
+    for _ in range(400):  # read the store directly: a `status` process per poll is slower than the run
+        await asyncio.sleep(0.05)
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        _code, runs = cli.json("status")
-        if not runs["runs"]:
-            continue
-        run_id = runs["runs"][0]["run_id"]
-        _code, one = cli.json("status", run_id)
-        paused = one["sessions"].get("paused", 0)
+        async with open_store(cli.store) as log:
+            runs = await log.list_runs()
+            if not runs:
+                continue
+            run_id = runs[0].session_id
+            paused = sum(r.state is SessionState.PAUSED for r in await log.list_sessions(run_id))
         if paused:
             break
     assert run_id is not None and paused > 0
     raised = cli.run("budget", "raise", run_id, "--tokens", "200000")
     assert raised.returncode == 0, raised.stderr
     out, err = proc.communicate(timeout=180)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0, err + out
     summary = json.loads(out)
     assert summary["status"] == "completed"
     assert summary["sessions"] == {"completed": 40, "failed": 0, "paused": 0, "other": 0}

@@ -31,7 +31,7 @@ async def test_gateway_command_serves_sessions_and_keeps_the_key() -> None:
             "--model",
             "gpt-4.1-mini",
             "--budget-tokens",
-            "5000",
+            "20",
             "--session",
             "s-1",
             "--json",
@@ -51,10 +51,10 @@ async def test_gateway_command_serves_sessions_and_keeps_the_key() -> None:
                 r = await client.chat.completions.create(
                     model="x", messages=[{"role": "user", "content": "Task: hi"}], max_tokens=100
                 )
-                assert r.usage is not None and r.usage.total_tokens > 0
+                assert r.usage is not None and r.usage.total_tokens > 20  # admitted: the cap was not reached
                 try:
                     await client.chat.completions.create(
-                        model="x", messages=[{"role": "user", "content": "Task: hi"}], max_tokens=5000
+                        model="x", messages=[{"role": "user", "content": "Task: hi"}], max_tokens=100
                     )
                     raise AssertionError("the budget should have refused this call")
                 except openai.APIStatusError as exc:

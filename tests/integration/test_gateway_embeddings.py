@@ -74,8 +74,8 @@ async def test_a_tight_session_budget_stops_the_embedder_before_sending() -> Non
             await agg.add(result(1, SQL))
             spent = gw.session_budget("run-2.embed")["spent_tokens"]
             assert spent == sim.stats()["tokens_in"] > 0
-            # Room for 10 more tokens: less than any estimate of the next text (which starts at bytes / 3).
-            gw.set_session_budget("run-2.embed", tokens=spent + 10)
+            # The cap is what was spent: reached, so the next call is refused before anything is sent.
+            gw.set_session_budget("run-2.embed", tokens=spent)
             with pytest.raises(BudgetExhausted) as info:
                 await agg.add(result(2, MD5))
             assert info.value.scope == "session"
@@ -111,7 +111,7 @@ async def test_service_serves_embeddings_to_the_openai_sdk_metered_and_budget_st
             assert [(sid, o["outcome"], o["kind"]) for sid, o in calls] == [("agent-7", "ok", "embeddings")] * 2
             assert calls[0][1]["usage"]["input_tokens"] == r.usage.prompt_tokens
 
-            gw.set_session_budget("agent-7", tokens=tally.input_tokens + 5)
+            gw.set_session_budget("agent-7", tokens=tally.input_tokens)  # the cap is reached
             with pytest.raises(openai.APIStatusError) as refused:
                 await client.embeddings.create(model="sim-embed", input=[MD5])
             assert refused.value.status_code == 402

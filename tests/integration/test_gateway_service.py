@@ -58,10 +58,15 @@ class Stack:
 
 @pytest.fixture
 async def stack() -> AsyncIterator[Stack]:
-    async with SimProvider(SimConfig()) as sim:
+    async with SimProvider(SimConfig(reject_unknown_models=True)) as sim:
         default = OpenAIProvider(api_key=PROVIDER_KEY, base_url=sim.base_url, model="gpt-4.1-mini")
         claude = AnthropicProvider(api_key=PROVIDER_KEY, base_url=sim.base_url, model="claude-sonnet-4-5")
-        gateway = Gateway(default, routes={"claude-sonnet-4-5": claude}, session_tokens=20_000)
+        gateway = Gateway(
+            default,
+            routes={"claude-sonnet-4-5": claude},
+            model_aliases={"claude-haiku-*": "gpt-4.1-mini"},
+            session_tokens=20_000,
+        )
         calls: list[tuple[str, dict[str, Any]]] = []
 
         async def observe(session_id: str, outcome: dict[str, Any]) -> None:
@@ -81,8 +86,8 @@ async def stack() -> AsyncIterator[Stack]:
 
 async def test_openai_sdk_plain_call_is_metered(stack: Stack) -> None:
     client = stack.openai("s-1")
-    r = await client.chat.completions.create(model="whatever", messages=MESSAGES, tools=TOOLS, max_tokens=300)
-    assert r.model == "gpt-4.1-mini"  # not a routed name: the default provider's model
+    r = await client.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES, tools=TOOLS, max_tokens=300)
+    assert r.model == "gpt-4.1-mini"
     assert r.usage is not None and r.usage.prompt_tokens > 0
     tally = stack.gateway.session_usage("s-1")
     assert tally.calls == 1
@@ -132,11 +137,13 @@ async def test_anthropic_sdk_passes_through_to_an_anthropic_route(stack: Stack) 
     assert stack.gateway.meter.models["claude-sonnet-4-5"].calls == 2
 
 
-async def test_anthropic_sdk_translated_to_an_openai_provider(stack: Stack) -> None:
+async def test_anthropic_sdk_translated_to_an_openai_provider_through_an_alias(stack: Stack) -> None:
     client = stack.anthropic("s-5")
     tools = [{"name": "finish", "description": "End", "input_schema": {"type": "object", "properties": {}}}]
     msg = await client.messages.create(model="claude-haiku-x", max_tokens=300, messages=[MESSAGES[1]], tools=tools)
     assert msg.model == "gpt-4.1-mini"
+    assert stack.calls[-1][1]["asked"] == "claude-haiku-x"  # the substitution is in the call's record
+    assert stack.calls[-1][1]["route"] == "alias claude-haiku-* -> gpt-4.1-mini"
     assert msg.usage.input_tokens > 0
     async with client.messages.stream(model="claude-haiku-x", max_tokens=300, messages=[MESSAGES[1]]) as stream:
         final = await stream.get_final_message()
@@ -161,10 +168,13 @@ async def test_bad_tokens_are_refused(stack: Stack) -> None:
 async def test_budget_stops_an_external_client_and_a_raise_resumes_it(stack: Stack) -> None:
     client = stack.openai("s-7")
     stack.gateway.set_session_budget("s-7", tokens=3_000)
-    await client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=1_000)
+    await client.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES, max_tokens=1_000)
+    await client.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES, max_tokens=2_950)  # budget left
+    stack.gateway.set_session_budget("s-7", tokens=stack.gateway.session_budget("s-7")["spent_tokens"])
     with pytest.raises(openai.APIStatusError) as info:
-        await client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=2_950)
+        await client.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES, max_tokens=2_950)
     assert info.value.status_code == 402
+    assert info.value.code == "budget_exceeded" and info.value.response.headers["x-should-retry"] == "false"
     assert "budget" in str(info.value)
     assert stack.calls[-1][1]["outcome"] == "budget_exhausted"
     async with httpx.AsyncClient() as http:
@@ -177,16 +187,16 @@ async def test_budget_stops_an_external_client_and_a_raise_resumes_it(stack: Sta
         assert stats["open_reservations"] == 0
         denied = await http.get(stack.service.root_url + "/fleet/stats")
         assert denied.status_code == 401
-    await client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=2_950)
-    assert stack.gateway.session_usage("s-7").calls == 2
+    await client.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES, max_tokens=2_950)
+    assert stack.gateway.session_usage("s-7").calls == 3
 
 
 async def test_provider_key_never_leaves_the_gateway(stack: Stack) -> None:
     client = stack.openai("s-8")
-    await client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=100)
+    await client.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES, max_tokens=100)
     stack.gateway.set_session_budget("s-8", tokens=1)
     with pytest.raises(openai.APIStatusError) as info:
-        await client.chat.completions.create(model="m", messages=MESSAGES)
+        await client.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES)
     texts = [
         str(info.value),
         repr(stack.gateway),
@@ -251,7 +261,7 @@ async def test_a_stream_cut_by_the_client_is_charged_its_reservation() -> None:
         await service.start()
         try:
             token = service.issue("cut")
-            body = {"model": "m", "messages": MESSAGES, "max_tokens": 300, "stream": True}
+            body = {"model": "gpt-4.1-mini", "messages": MESSAGES, "max_tokens": 300, "stream": True}
             async with (
                 httpx.AsyncClient() as http,
                 http.stream(
@@ -271,7 +281,7 @@ async def test_a_stream_cut_by_the_client_is_charged_its_reservation() -> None:
             stats = gateway.statistics()
             assert (stats.in_flight, stats.open_reservations, stats.concurrency.borrowed_tokens) == (0, 0, 0)
             budget = gateway.session_budget("cut")
-            # never zero: the worst case (prompt estimate + max_tokens) is what a cut stream costs
+            # never zero: the reservation (prompt estimate + max_tokens) is what a cut stream costs
             assert gateway.session_usage("cut").output_tokens == 300  # max_tokens, not what was streamed
             assert budget["spent_tokens"] > 300
             assert Decimal(budget["spent_usd"]) > 0

@@ -63,7 +63,7 @@ async def test_fifty_cli_agents_through_the_gateway(service: GatewayService) -> 
         async def one(i: int) -> None:
             sid = f"run-g.s{i:05d}"
             if i in budgeted:
-                gw.set_session_budget(sid, tokens=1)  # spent before it starts: every call is refused
+                gw.set_session_budget(sid, tokens=0)  # reached before it starts: every call is refused
             access = GatewayAccess(
                 openai_base_url=service.root_url + "/v1", anthropic_base_url=service.root_url, token=service.issue(sid)
             )

@@ -187,10 +187,6 @@ def test_claude_code_fleet_completes_and_metering_equals_the_bill(workdir: Path,
         assert len(done) == 1 and done[0]["cli_session_id"]  # Claude Code's own session id
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the gateway still reserves Claude Code's max_tokens (128,000) in full: issue 14 item 1",
-)
 def test_claude_code_at_the_default_budget(workdir: Path, sim_url: str) -> None:
     claude = program("FLEET_TEST_CLAUDE", "npm/node_modules/.bin/claude")
     make_repo(workdir / "repo", 2 * AGENTS)
@@ -244,7 +240,7 @@ def calls_of(evs: list[Any]) -> list[int]:
 def test_claude_code_paused_on_budget_is_continued_on_resume(workdir: Path, sim_url: str) -> None:
     claude = program("FLEET_TEST_CLAUDE", "npm/node_modules/.bin/claude")
     make_repo(workdir / "repo", 60 * AGENTS)  # reading 60 files takes three turns and far more than the budget
-    budget = 160_000
+    budget = 80_000  # a quarter of it holds a partition (60 files), its reads take more
     cmd = f"{claude} -p {CLAUDE_PROMPT} --output-format json"
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any], Recorder, int]:

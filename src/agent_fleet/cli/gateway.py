@@ -2,7 +2,9 @@
 
 Clients use ``OPENAI_BASE_URL=http://HOST:PORT/v1`` or ``ANTHROPIC_BASE_URL=http://HOST:PORT`` with a
 session token as their API key. Tokens come from ``--session ID`` (printed at start) or from
-``POST /fleet/sessions`` with the admin token. Provider keys stay in this process.
+``POST /fleet/sessions`` with the admin token. Provider keys stay in this process. A model is served
+as asked unless fleet.yaml ``models:``/``aliases:`` or ``--alias ASKED=MODEL`` route it
+(:mod:`agent_fleet.spend.routes`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def gateway_cmd(
     fleet_budget_usd: str | None = typer.Option(None, "--fleet-budget-usd", help="Dollar cap for all sessions."),
     max_concurrency: int | None = typer.Option(None, "--max-concurrency", help="API concurrency baseline."),
     sessions: list[str] = typer.Option([], "--session", help="Issue a token for this session id (repeatable)."),
+    aliases: list[str] = typer.Option(
+        [], "--alias", help="ASKED=MODEL: serve what clients ask for (a name or pattern) with MODEL (repeatable)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the URLs and tokens as one JSON line."),
 ) -> None:
     """Serve OpenAI- and Anthropic-compatible endpoints in front of the configured providers."""
@@ -57,6 +62,12 @@ def gateway_cmd(
         raise typer.BadParameter("must be at least 1", param_hint="--budget-tokens")
     if max_concurrency is not None and max_concurrency < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--max-concurrency")
+    table: dict[str, str] = {}
+    for spec in aliases:
+        asked, sep, target = spec.partition("=")
+        if not sep or not asked.strip() or not target.strip():
+            raise typer.BadParameter(f"expected ASKED=MODEL, not {spec!r}", param_hint="--alias")
+        table[asked.strip()] = target.strip()
 
     async def serve() -> None:
         cfg = load_config(config)
@@ -69,6 +80,7 @@ def gateway_cmd(
             fleet_usd=_usd(fleet_budget_usd, "--fleet-budget-usd"),
             concurrency=max_concurrency,
         )
+        gateway.model_aliases.update(table)
         service = GatewayService(gateway, admin_token=os.environ.get("FLEET_GATEWAY_ADMIN_TOKEN") or None)
         try:
             root = await service.start(host, port)

@@ -7,12 +7,15 @@ gateway service (streaming included) both go through it::
         answer = await slot.send(lambda: provider.complete(request))   # retries inside
         cost = slot.charge(answer.usage)
 
-Entering reserves the worst case on every cap (or raises BudgetExhausted with nothing reserved) and
-takes a concurrency permit. Leaving always returns the permit and closes the reservation:
+Entering reserves on every cap by the rule of :mod:`agent_fleet.spend.budget` (waiting while the
+caps' room is held by calls in flight, or raising BudgetExhausted with nothing reserved) and takes a
+concurrency permit. In strict budget mode ``slot.max_tokens`` may come back lower than asked: the
+caller sends the call with that limit. Leaving always returns the permit and closes the reservation:
 
 * ``charge`` was called: the real usage is what was charged;
 * the request may have been processed but no usage came back (read timeout after sending, cancellation
-  or client disconnect while on the wire or while a stream was flowing): the reservation in full;
+  or client disconnect while on the wire or while a stream was flowing): the call's reservation (its
+  smallest one, the same on every account), or what a cut stream had reported if that is more;
 * otherwise (refused, answered with an error, cancelled while queueing): nothing.
 """
 
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 from agent_fleet.capacity import Permit
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ProviderError, ProviderUnreachable, QuotaExhausted, RateLimited
-from agent_fleet.spend.budget import Reservation
+from agent_fleet.spend.budget import Demand, Reservation
 from agent_fleet.spend.limiter import AdaptiveConcurrency, ConcurrencyLimiter, TokenBucket
 from agent_fleet.spend.meter import error_kind
 from agent_fleet.spend.retry import RetryBudget
@@ -70,6 +73,7 @@ class CallSlot:
         "on_wire",
         "prompt_tokens",
         "provider_name",
+        "received",
         "reservation",
         "retried",
         "session_id",
@@ -100,6 +104,7 @@ class CallSlot:
         self.worst_usd = gateway.prices.worst_case(model, prompt_tokens, max_tokens)
         self.reservation: Reservation | None = None
         self._permit: Permit | None = None
+        self.received = Usage()  # what a stream reported before it was cut
         self.on_wire = False
         self.streaming = False
         self.charged = False
@@ -111,7 +116,18 @@ class CallSlot:
         gw = self._gw
         if self.model in gw._exhausted:
             raise QuotaExhausted(f"{self.model} is out of quota at {self.provider_name}; route elsewhere")
-        self.reservation = gw.book.reserve(gw._accounts(self.session_id, self.model), self.worst_tokens, self.worst_usd)
+        prompt_usd = gw.prices.worst_case(self.model, self.prompt_tokens, 0)
+        demand = Demand(
+            self.prompt_tokens,
+            self.max_tokens,
+            prompt_usd,
+            gw.prices.worst_case(self.model, self.prompt_tokens, 1) - prompt_usd,
+        )
+        self.reservation = await gw.book.acquire(gw._accounts(self.session_id, self.model), demand)
+        if self.reservation.max_tokens != self.max_tokens:  # strict budgets: sent with what is left
+            self.max_tokens = self.reservation.max_tokens
+            self.worst_tokens = demand.worst_tokens - demand.max_tokens + self.max_tokens
+            self.worst_usd = demand.usd(self.max_tokens)
         gw._in_flight += 1
         try:
             gw._tick(self.lane, gw.clock.now())  # windows close lazily: judge the last one before queueing
@@ -135,19 +151,24 @@ class CallSlot:
             if not self.charged and self.reservation is not None:
                 sent_timeout = isinstance(exc, ProviderUnreachable) and getattr(exc, "sent", False)
                 if self.on_wire or self.streaming or sent_timeout:
-                    # Fate unknown: the provider may have done (and billed) the work. Charge the worst case.
-                    gw.book.settle(self.reservation, self.worst_tokens, self.worst_usd)
-                    worst = Usage(self.prompt_tokens, self.max_tokens)
-                    gw.meter.charge(self.session_id, self.model, worst, self.worst_usd)
+                    # Fate unknown: the provider may have done (and billed) the work. Charge what was held.
+                    tokens, usd = self.reservation.held()
+                    usage = Usage(min(tokens, self.prompt_tokens), max(0, tokens - self.prompt_tokens))
+                    if self.received.total_tokens > tokens:
+                        usage = self.received
+                        tokens, usd = usage.total_tokens, max(usd, gw.prices.cost(self.model, usage))
+                    gw.book.settle(self.reservation, tokens, usd)
+                    gw.meter.charge(self.session_id, self.model, usage, usd)
                     self.charged = True
                 else:
                     gw.book.settle(self.reservation, 0, _ZERO)
 
-    async def send(self, attempt_once: Callable[[], Awaitable[T]]) -> T:
+    async def send(self, attempt_once: Callable[[], Awaitable[T]], *, retry: bool = True) -> T:
         """Run ``attempt_once`` under the breaker, the rate buckets and the retry policy.
 
         Returns once the provider has answered successfully (for a stream: once its headers came);
-        raises the last error when retrying stops.
+        raises the last error when retrying stops. ``retry=False`` sends once (a client that retries
+        itself gets the error, and its retry-after, at once).
         """
         gw = self._gw
         clock = gw.clock
@@ -196,7 +217,7 @@ class CallSlot:
                     raise
                 if getattr(exc, "sent", False):
                     raise  # a timeout after sending: it may have been processed, do not send it twice
-                delay = gw.retry.delay(attempt, exc, gw._rand())
+                delay = gw.retry.delay(attempt, exc, gw._rand()) if retry else None
                 if delay is None or not lane.retry_budget.try_retry(now):
                     raise
                 self.retried.append(kind)

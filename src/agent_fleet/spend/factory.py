@@ -38,7 +38,8 @@ def price_table(config: FleetConfig) -> PriceTable:
         for name, p in config.prices.items()
     }
     hints = {m.model: provider_kind(m.provider, model=m.model) for m in config.models}
-    return PriceTable(overrides=overrides, provider_hint=hints)
+    limits = {m.model: m.max_tokens for m in config.models if m.max_tokens}
+    return PriceTable(overrides=overrides, provider_hint=hints, output_limits=limits)
 
 
 def build_gateway(
@@ -63,7 +64,7 @@ def build_gateway(
     rl = cfg.rate_limit
     baseline = concurrency or rl.baseline_concurrency
     max_conn = max(64, baseline * 2)
-    endpoints: dict[tuple[str, str, str], ModelProvider] = {}
+    endpoints: dict[tuple[str, str, str, bool | None], ModelProvider] = {}
     routes: dict[str, ModelProvider] = {}
     aliases: dict[str, str] = {}
     default: ModelProvider | None = None
@@ -76,7 +77,7 @@ def build_gateway(
         else:
             url = resolve_base_url(base_url, env)
         key_env = m.api_key_env or ""
-        ident = (kind, url or "", key_env)
+        ident = (kind, url or "", key_env, m.responses_api)
         p = endpoints.get(ident)
         if p is None:
             key = env.get(key_env) if key_env else None
@@ -90,8 +91,9 @@ def build_gateway(
                 base_url=url,
                 timeout=timeout,
                 max_connections=max_conn,
-                name=f"{kind}@{url or 'default'}",
+                name=f"{kind}@{url or 'default'}" + ("+responses" if m.responses_api else ""),
                 env=env,
+                responses_api=m.responses_api,
             )
             endpoints[ident] = p
         routes[m.name] = routes[m.model] = p
@@ -113,6 +115,7 @@ def build_gateway(
         default,
         routes=routes,
         aliases=aliases,
+        model_aliases=cfg.aliases,
         clock=clock,
         concurrency=baseline,
         adaptive=AdaptiveConfig(
@@ -128,6 +131,8 @@ def build_gateway(
         run_tokens=b.fleet_tokens,
         run_usd=fleet_usd if fleet_usd is not None else b.fleet_usd,
         run_id=run_id,
+        budget_mode=b.mode,
+        strict_floor=b.strict_floor_tokens,
         prices=price_table(cfg),
         retry=RetryPolicy(max_attempts=rl.max_attempts),
         requests_per_minute=rl.requests_per_minute,

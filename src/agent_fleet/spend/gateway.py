@@ -2,7 +2,7 @@
 
 One call goes down a stack of small steps::
 
-    budget   reserve the worst case on every cap that applies, or raise BudgetExhausted (nothing sent)
+    budget   reserve on every cap that applies (spend.budget's rule), or raise BudgetExhausted (nothing sent)
     limiter  one concurrency permit (adaptive limit), then the requests/tokens-per-minute buckets
     retry    breaker/cooldown wait, send, classify; retry 429/overload within the retry budget
     meter    charge the real usage at list price; settle the reservation
@@ -14,13 +14,10 @@ overshoot bound a budget guarantees is stated (and tested) in :mod:`agent_fleet.
 or failing for good moves to the next model of the declared chain (``on_route`` hears each decision).
 
 Every exit path — success, provider error, timeout, cancellation — settles the reservation and
-returns the permit (``finally`` blocks; the tests count both after 10,000 mixed calls). What is
-charged on each path:
-
-* success: the reported usage, priced at list rates;
-* an error the provider answered (429, 5xx, 4xx): nothing — no usage was reported;
-* a request that may have been processed but whose answer never came (read timeout, cancellation while
-  on the wire): the reservation in full — the worst case, so a budget is never undercounted.
+returns the permit (``finally`` blocks; the tests count both after 10,000 mixed calls). Charged: on
+success the reported usage at list rates; for an error the provider answered (429, 5xx, 4xx) nothing;
+for a request that may have been processed but whose answer never came (read timeout, cancellation
+on the wire) its reservation, so a budget is never undercounted.
 """
 
 from __future__ import annotations
@@ -79,6 +76,10 @@ def _usd(value: Any) -> Decimal | None:
     return None if value is None else Decimal(str(value))
 
 
+def _caps(tokens: Any, usd: Any) -> dict[str, Any]:  # for BudgetBook.set_cap: None leaves a cap as it is
+    return {k: v for k, v in (("tokens", tokens), ("usd", usd)) if v is not None}
+
+
 @dataclass(frozen=True, slots=True)
 class GatewayStatistics:
     concurrency: LimiterStatistics
@@ -119,6 +120,7 @@ class Gateway:
         *,
         routes: Mapping[str, ModelProvider] | None = None,
         aliases: Mapping[str, str] | None = None,
+        model_aliases: Mapping[str, str] | None = None,
         clock: Clock | None = None,
         concurrency: int = 50,
         adaptive: AdaptiveConfig | bool = True,
@@ -127,6 +129,8 @@ class Gateway:
         run_tokens: int | None = None,
         run_usd: Decimal | float | str | None = None,
         run_id: str | None = None,
+        budget_mode: str = "bounded",
+        strict_floor: int = 1024,
         prices: PriceTable | None = None,
         retry: RetryPolicy | None = None,
         breaker: BreakerConfig | None = None,
@@ -141,6 +145,7 @@ class Gateway:
         self.provider = provider
         self.routes: dict[str, ModelProvider] = dict(routes or {})
         self.aliases: dict[str, str] = dict(aliases or {})  # fleet.yaml model name -> provider model id
+        self.model_aliases: dict[str, str] = dict(model_aliases or {})  # fleet.yaml aliases: (spend.routes)
         self.clock: Clock = clock or RealClock()
         self.run_id = run_id
         self.prices = prices or PriceTable()
@@ -152,6 +157,8 @@ class Gateway:
             run_tokens=run_tokens,
             run_usd=_usd(run_usd),
             run_key=run_id or "fleet",
+            mode=budget_mode,
+            strict_floor=strict_floor,
         )
         self.meter = Meter()
         self.estimator = estimator or PromptEstimator()
@@ -316,7 +323,9 @@ class Gateway:
         async with self.slot(
             session_id, model=model, prompt_tokens=prompt, max_tokens=request.max_tokens, provider=provider
         ) as slot:
-            response = await slot.send(lambda: provider.complete(request))
+            # a strict budget may have lowered max_tokens to what is left
+            sent = request if slot.max_tokens == request.max_tokens else replace(request, max_tokens=slot.max_tokens)
+            response = await slot.send(lambda: provider.complete(sent))
             cost = slot.charge(response.usage)
         if self._estimate_prompt is None:
             self.estimator.observe(model, raw, response.usage.input_tokens)
@@ -388,12 +397,7 @@ class Gateway:
 
     def set_session_budget(self, session_id: str, tokens: int | None = None, usd: Any = None) -> None:
         """Raise or lower one session's caps (None leaves a cap as it is). Lowering stops new calls at once."""
-        kwargs: dict[str, Any] = {}
-        if tokens is not None:
-            kwargs["tokens"] = int(tokens)
-        if usd is not None:
-            kwargs["usd"] = Decimal(str(usd))
-        self.book.set_cap(AccountScope.SESSION, session_id, **kwargs)
+        self.book.set_cap(AccountScope.SESSION, session_id, **_caps(tokens, usd))
 
     def set_run_budget(self, tokens: Any = UNSET, usd: Any = UNSET) -> None:
         """The fleet caps (None removes one)."""
@@ -405,11 +409,7 @@ class Gateway:
 
     def set_all_session_budgets(self, tokens: int | None = None, usd: Any = None) -> None:
         """The default and every known session's cap at once (a run-wide raise)."""
-        kwargs: dict[str, Any] = {}
-        if tokens is not None:
-            kwargs["tokens"] = int(tokens)
-        if usd is not None:
-            kwargs["usd"] = Decimal(str(usd))
+        kwargs = _caps(tokens, usd)
         self.book.set_default(AccountScope.SESSION, **kwargs)
         for scope, key in list(self.book.accounts):
             if scope == AccountScope.SESSION:

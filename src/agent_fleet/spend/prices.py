@@ -1,9 +1,15 @@
-"""List prices: the offline genai-prices table, with per-model overrides from fleet.yaml.
+"""List prices: the offline genai-prices table, with per-model overrides from fleet.yaml; output limits.
 
 A model's rates are looked up once and kept; pricing a call is then a handful of Decimal
 multiplications. Cached input tokens are priced at the cache-read rate *instead of* the input rate
 (``Usage.input_tokens`` includes them), cache writes at the cache-write rate, never twice.
 What a provider reports as cost (``cost: 0`` on streams, say) is never used: tokens are priced here.
+
+Output limits (the most output tokens one call of a model can produce) size the reservation of a
+request that sets no limit, and clamp ``max_tokens`` when a route substitutes a model: a fleet.yaml
+``max_tokens`` for the model first, then the providers' published limits (:data:`OUTPUT_LIMITS`, the
+longest matching prefix), then the model's context window from genai-prices, capped at
+:data:`DEFAULT_OUTPUT_LIMIT` — which is also the answer for a model nobody knows.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from genai_prices import calc_price
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ConfigError
 
-__all__ = ["PriceTable", "Rates"]
+__all__ = ["DEFAULT_OUTPUT_LIMIT", "OUTPUT_LIMITS", "PriceTable", "Rates"]
 
 _MTOK = Decimal(1_000_000)
 _ZERO = Decimal(0)
@@ -77,6 +83,56 @@ class Rates:
 
 
 _UNKNOWN = Rates(input=_ZERO, output=_ZERO, known=False)
+
+DEFAULT_OUTPUT_LIMIT = 32_768
+# Published maximum output tokens per call (OpenAI and Anthropic model pages); the longest prefix wins.
+OUTPUT_LIMITS: dict[str, int] = {
+    "gpt-5": 128_000,
+    "gpt-4.1": 32_768,
+    "gpt-4o": 16_384,
+    "gpt-4-turbo": 4_096,
+    "gpt-4": 8_192,
+    "gpt-3.5-turbo": 4_096,
+    "o1-mini": 65_536,
+    "o1": 100_000,
+    "o3": 100_000,
+    "o4-mini": 100_000,
+    "codex-mini": 100_000,
+    "claude-opus-4-8": 128_000,
+    "claude-opus-4-7": 128_000,
+    "claude-opus-4-6": 128_000,
+    "claude-sonnet-4-6": 128_000,
+    "claude-opus-4-5": 64_000,
+    "claude-sonnet-4-5": 64_000,
+    "claude-haiku-4-5": 64_000,
+    "claude-opus-4-1": 32_000,
+    "claude-opus-4": 32_000,
+    "claude-sonnet-4": 64_000,
+    "claude-3-7-sonnet": 64_000,
+    "claude-3-5-sonnet": 8_192,
+    "claude-3-5-haiku": 8_192,
+    "claude-3-opus": 4_096,
+    "claude-3-haiku": 4_096,
+}
+
+
+def _published_limit(model: str) -> int | None:
+    name = model.rsplit("/", 1)[-1].lower()
+    best = ""
+    for prefix in OUTPUT_LIMITS:
+        if name.startswith(prefix) and len(prefix) > len(best):
+            best = prefix
+    return OUTPUT_LIMITS[best] if best else None
+
+
+def _context_window(model: str) -> int | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            window = calc_price(GUsage(input_tokens=1), model).model.context_window
+    except (LookupError, ValueError, AttributeError):
+        return None
+    return int(window) if window else None
 
 
 def _tiered(value: Any) -> tuple[Decimal, list[tuple[int, Decimal]]]:
@@ -144,7 +200,9 @@ class PriceTable:
 
     overrides: dict[str, Rates] = field(default_factory=dict)
     provider_hint: dict[str, str] = field(default_factory=dict)  # model -> genai-prices provider id
+    output_limits: dict[str, int] = field(default_factory=dict)  # model -> its max output tokens (fleet.yaml)
     _cache: dict[str, Rates] = field(default_factory=dict, repr=False)
+    _limits: dict[str, int] = field(default_factory=dict, repr=False)
 
     def rates(self, model: str) -> Rates:
         found = self._cache.get(model)
@@ -161,3 +219,14 @@ class PriceTable:
 
     def known(self, model: str) -> bool:
         return self.rates(model).known
+
+    def output_limit(self, model: str) -> int:
+        """The most output tokens one call of ``model`` can produce (see the module docstring)."""
+        found = self._limits.get(model)
+        if found is None:
+            found = self.output_limits.get(model) or _published_limit(model)
+            if found is None:
+                window = _context_window(model)
+                found = min(window, DEFAULT_OUTPUT_LIMIT) if window else DEFAULT_OUTPUT_LIMIT
+            self._limits[model] = found
+        return found

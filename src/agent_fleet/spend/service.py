@@ -1,18 +1,15 @@
-"""The gateway as an HTTP service: OpenAI-compatible ``/v1/chat/completions`` and ``/v1/embeddings`` and
-Anthropic-compatible ``/v1/messages``, streaming included, in front of the configured providers.
+"""The gateway as an HTTP service: OpenAI-compatible ``/v1/chat/completions``, ``/v1/responses`` and
+``/v1/embeddings`` and Anthropic-compatible ``/v1/messages``, streaming included, in front of the
+configured providers.
 
 Each session gets its own token (:class:`SessionTokens`), good only for that session and its budget;
 clients send it as their API key (``Authorization: Bearer`` or ``x-api-key``). Provider keys never
-leave the process. Every request takes the same path as an in-process call (``Gateway.slot``):
-reserve → permit → retries → meter. A refused request (budget) gets HTTP 402 with
-``error.type = "budget_exceeded"``, which SDKs do not retry.
-
-Model choice: a request naming a model routed in the gateway goes to that provider with that model;
-any other model name is served by the default provider with its configured model. When the client's
-format matches the provider's, the body is passed through (only ``model``, a missing ``max_tokens`` and
-OpenAI's ``stream_options`` are set); otherwise it is translated both ways, and a stream is written
-from the finished answer. A request without ``max_tokens`` gets ``default_max_tokens``, so every call
-has a worst case to reserve.
+leave the process. Every model call takes the same path as an in-process call (``Gateway.slot``):
+reserve → permit → send → meter; :mod:`agent_fleet.spend.proxy` says what is passed through, what is
+translated, which model serves a request (:mod:`agent_fleet.spend.routes`) and how retries and hang-ups
+are handled. A request refused by a budget gets HTTP 402 with ``x-should-retry: false`` — typed by the
+SDKs (anthropic ``PaymentRequiredError``; openai ``APIStatusError`` with ``code = "budget_exceeded"``)
+and not retried by them.
 
 Embeddings go through ``Gateway.embed`` with the model the request names (a fleet.yaml name or a model
 id; unrouted names go to the default provider), so they are metered and budget-stopped (402) like
@@ -21,7 +18,8 @@ chat calls; ``encoding_format`` ``float`` or ``base64`` (the OpenAI SDK's defaul
 naming the fix.
 
 Admin endpoints (``Authorization: Bearer <admin token>``): ``POST /fleet/sessions`` ``{session_id,
-queue?}`` → ``{token}``; ``POST /fleet/budget`` ``{id, tokens?, usd?}``; ``GET /fleet/stats``.
+queue?}`` → ``{token}``; ``POST /fleet/budget`` ``{id, tokens?, usd?}``; ``GET /fleet/stats`` (the
+gateway's statistics and ``requests``, the count of proxied requests by outcome).
 """
 
 from __future__ import annotations
@@ -33,23 +31,16 @@ import json
 import os
 import secrets
 import struct
-import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from agent_fleet.errors import BudgetExhausted, ConfigError, FleetError, ProviderError, ProviderUnreachable
+from agent_fleet.errors import BudgetExhausted, ConfigError, ProviderError, ProviderUnreachable
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
-from agent_fleet.spend.port import ModelProvider
-from agent_fleet.spend.providers import ProviderTimeout
-from agent_fleet.spend.providers.anthropic import (
-    anthropic_usage,
-    from_anthropic_request,
-    to_anthropic_response,
-)
-from agent_fleet.spend.providers.openai import from_openai_request, openai_usage, to_openai_response
-from agent_fleet.spend.sse import UsageTap, anthropic_stream, openai_stream
+from agent_fleet.spend.proxy import ModelProxy, budget_refusal, error_response, provider_error
+from agent_fleet.spend.routes import ModelRoutes
 
 __all__ = ["CallObserver", "GatewayService", "SessionTokens"]
 
@@ -94,31 +85,6 @@ class SessionTokens:
         return f"<SessionTokens revoked={len(self._revoked)}>"
 
 
-def _error(fmt: str, status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> web.Response:
-    if fmt == "anthropic":
-        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
-    else:
-        body = {"error": {"message": message, "type": kind, "code": kind, "param": None}}
-    return web.Response(status=status, body=json.dumps(body).encode(), content_type=_JSON, headers=headers)
-
-
-def _provider_error(fmt: str, exc: FleetError) -> web.Response:
-    message = str(exc)
-    if isinstance(exc, ProviderError):
-        headers = {"retry-after": f"{exc.retry_after:g}"} if exc.retry_after else None
-        status = exc.status or 502
-        kinds = {
-            "RateLimited": "rate_limit_error" if fmt == "anthropic" else "rate_limit_exceeded",
-            "Overloaded": "overloaded_error" if fmt == "anthropic" else "server_error",
-            "QuotaExhausted": "insufficient_quota",
-            "ClientRequestError": "invalid_request_error",
-        }
-        return _error(fmt, status, kinds.get(type(exc).__name__, "api_error"), message, headers)
-    if isinstance(exc, ProviderTimeout):
-        return _error(fmt, 504, "timeout", message)
-    return _error(fmt, 502, "api_error", message)
-
-
 def _encode_vector(vector: list[float]) -> str:
     """OpenAI's base64 embedding: little-endian float32."""
     return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
@@ -131,14 +97,15 @@ class GatewayService:
         *,
         tokens: SessionTokens | None = None,
         admin_token: str | None = None,
-        default_max_tokens: int = 4096,
         on_call: CallObserver | None = None,
     ) -> None:
         self.gateway = gateway
         self.tokens = tokens or SessionTokens()
         self.admin_token = admin_token or f"fga-{secrets.token_urlsafe(24)}"
-        self.default_max_tokens = default_max_tokens
         self.on_call = on_call
+        self.routes = ModelRoutes(gateway, gateway.model_aliases)
+        self.proxy = ModelProxy(self, self.routes)
+        self.requests: Counter[str] = Counter()  # proxied requests by outcome
         self._runner: web.AppRunner | None = None
         self.root_url = ""
 
@@ -148,6 +115,8 @@ class GatewayService:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/chat/completions", self._openai)
+        app.router.add_post("/v1/responses", self._responses)
+        app.router.add_post("/responses", self._responses)
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_post("/embeddings", self._embeddings)
@@ -161,7 +130,9 @@ class GatewayService:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve; returns the root URL (OpenAI clients use ``root + "/v1"``, Anthropic clients the root)."""
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        # handler_cancellation: a client that hangs up cancels its request (dropped while queued,
+        # cancelled on the wire), so an abandoned request never goes out later.
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, handler_cancellation=True)
         await runner.setup()
         site = web.TCPSite(runner, host, port, backlog=1024)
         try:
@@ -196,112 +167,63 @@ class GatewayService:
 
     # --- model endpoints ------------------------------------------------------------------------
 
-    def _session_of(self, request: web.Request) -> str | None:
+    def session_of(self, request: web.Request) -> str | None:
+        """The session a request's token was issued for, or None."""
         auth = request.headers.get("Authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
         return self.tokens.verify(token) if token else None
 
     async def _openai(self, request: web.Request) -> web.StreamResponse:
-        return await self._handle(request, "openai")
+        return await self.proxy.handle(request, "openai")
 
     async def _anthropic(self, request: web.Request) -> web.StreamResponse:
-        return await self._handle(request, "anthropic")
+        return await self.proxy.handle(request, "anthropic")
 
-    def _route(self, requested: str) -> tuple[ModelProvider, str]:
-        gw = self.gateway
-        if requested and requested in gw.routes:
-            return gw.routes[requested], gw.aliases.get(requested, requested)
-        return gw.provider, str(getattr(gw.provider, "model", requested))
-
-    async def _handle(self, request: web.Request, fmt: str) -> web.StreamResponse:
-        session_id = self._session_of(request)
-        if session_id is None:
-            return _error(fmt, 401, "authentication_error", "invalid or missing gateway token")
-        raw = await request.read()
-        try:
-            body = json.loads(raw)
-            if not isinstance(body, dict):
-                raise ValueError
-        except ValueError:
-            return _error(fmt, 400, "invalid_request_error", "the request body is not a JSON object")
-        provider, model = self._route(str(body.get("model") or ""))
-        kind = getattr(provider, "kind", "openai")
-        stream = bool(body.get("stream"))
-        max_field = "max_tokens"
-        if fmt == "openai" and body.get("max_completion_tokens") is not None:
-            max_field = "max_completion_tokens"
-        if body.get(max_field) is None:
-            body[max_field] = self.default_max_tokens
-        max_tokens = int(body[max_field])
-        gw = self.gateway
-        estimate_key = f"{model}#http"
-        raw_estimate = len(raw) // 3 + 16  # JSON text: about 3 bytes a token or more
-        prompt = gw.estimator.estimate_raw(estimate_key, raw_estimate)
-        outcome: dict[str, Any] = {"model": model, "format": fmt, "stream": stream}
-        try:
-            async with gw.slot(
-                session_id, model=model, prompt_tokens=prompt, max_tokens=max_tokens, provider=provider
-            ) as slot:
-                if kind == fmt and hasattr(provider, "send_raw"):
-                    response = await self._pass_through(request, slot, provider, fmt, body, model, stream)
-                else:
-                    response = await self._translate(request, slot, provider, fmt, body, model, stream)
-                outcome.update(outcome="ok" if slot.charged and not slot.streaming else "cut")
-                usage = gw.meter.session(session_id)
-                outcome.update(cost_usd=str(slot.cost), session_tokens=usage.total_tokens)
-            if slot.charged:
-                gw.estimator.observe(estimate_key, raw_estimate, slot.last_input_tokens)
-        except BudgetExhausted as exc:
-            outcome.update(outcome="budget_exhausted", scope=exc.scope, message=str(exc))
-            await self._notify(session_id, outcome)
-            return _error(fmt, 402, "budget_exceeded", str(exc))
-        except (ProviderError, ProviderUnreachable) as exc:
-            outcome.update(outcome="error", error=type(exc).__name__, message=str(exc))
-            await self._notify(session_id, outcome)
-            return _provider_error(fmt, exc)
-        await self._notify(session_id, outcome)
-        return response
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self.proxy.handle(request, "responses")
 
     async def _embeddings(self, request: web.Request) -> web.Response:
-        session_id = self._session_of(request)
+        session_id = self.session_of(request)
         if session_id is None:
-            return _error("openai", 401, "authentication_error", "invalid or missing gateway token")
+            return error_response("openai", 401, "authentication_error", "invalid or missing gateway token")
         try:
             body = json.loads(await request.read())
             if not isinstance(body, dict):
                 raise ValueError
         except ValueError:
-            return _error("openai", 400, "invalid_request_error", "the request body is not a JSON object")
+            return error_response("openai", 400, "invalid_request_error", "the request body is not a JSON object")
         texts = body.get("input")
         if isinstance(texts, str):
             texts = [texts]
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-            return _error("openai", 400, "invalid_request_error", "input must be a string or an array of strings")
+            return error_response(
+                "openai", 400, "invalid_request_error", "input must be a string or an array of strings"
+            )
         model = str(body.get("model") or "")
         fmt = body.get("encoding_format") or "float"
         dimensions = body.get("dimensions")
         if not model:
-            return _error("openai", 400, "invalid_request_error", "model is required")
+            return error_response("openai", 400, "invalid_request_error", "model is required")
         if fmt not in ("float", "base64"):
-            return _error("openai", 400, "invalid_request_error", "encoding_format must be float or base64")
+            return error_response("openai", 400, "invalid_request_error", "encoding_format must be float or base64")
         if dimensions is not None and (not isinstance(dimensions, int) or dimensions < 1):
-            return _error("openai", 400, "invalid_request_error", "dimensions must be a positive integer")
+            return error_response("openai", 400, "invalid_request_error", "dimensions must be a positive integer")
         outcome: dict[str, Any] = {"model": model, "format": "openai", "kind": "embeddings", "inputs": len(texts)}
         gw = self.gateway
         try:
             result = await gw.embed(session_id, texts, model=model, dimensions=dimensions)
         except BudgetExhausted as exc:
             outcome.update(outcome="budget_exhausted", scope=exc.scope, message=str(exc))
-            await self._notify(session_id, outcome)
-            return _error("openai", 402, "budget_exceeded", str(exc))
+            await self.notify(session_id, outcome)
+            return budget_refusal("openai", str(exc))
         except ConfigError as exc:
             outcome.update(outcome="error", error=type(exc).__name__, message=str(exc))
-            await self._notify(session_id, outcome)
-            return _error("openai", 400, "invalid_request_error", str(exc))
+            await self.notify(session_id, outcome)
+            return error_response("openai", 400, "invalid_request_error", str(exc))
         except (ProviderError, ProviderUnreachable) as exc:
             outcome.update(outcome="error", error=type(exc).__name__, message=str(exc))
-            await self._notify(session_id, outcome)
-            return _provider_error("openai", exc)
+            await self.notify(session_id, outcome)
+            return provider_error("openai", exc)
         tokens = result.usage.input_tokens
         outcome.update(
             outcome="ok",
@@ -310,7 +232,7 @@ class GatewayService:
             cost_usd=str(result.cost_usd),
             session_tokens=gw.meter.session(session_id).total_tokens,
         )
-        await self._notify(session_id, outcome)
+        await self.notify(session_id, outcome)
         data = [
             {"object": "embedding", "index": i, "embedding": _encode_vector(v) if fmt == "base64" else v}
             for i, v in enumerate(result.vectors)
@@ -323,101 +245,21 @@ class GatewayService:
         }
         return web.Response(body=json.dumps(doc).encode(), content_type=_JSON)
 
-    async def _notify(self, session_id: str, outcome: dict[str, Any]) -> None:
+    async def notify(self, session_id: str, outcome: dict[str, Any]) -> None:
+        """Count a proxied request and tell the observer (``on_call``)."""
+        self.requests[str(outcome.get("outcome", "unknown"))] += 1
         if self.on_call is not None:
             await self.on_call(session_id, outcome)
 
-    async def _pass_through(
-        self,
-        request: web.Request,
-        slot: Any,
-        provider: Any,
-        fmt: str,
-        body: dict[str, Any],
-        model: str,
-        stream: bool,
-    ) -> web.StreamResponse:
-        body["model"] = model
-        client_wants_usage = True
-        if stream and fmt == "openai":
-            opts = dict(body.get("stream_options") or {})
-            client_wants_usage = bool(opts.get("include_usage"))
-            opts["include_usage"] = True
-            body["stream_options"] = opts
-        payload = json.dumps(body).encode()
-        upstream = await slot.send(lambda: provider.send_raw(payload, model=model, stream=stream))
-        if not stream:
-            data = json.loads(upstream.content)
-            usage = openai_usage(data.get("usage")) if fmt == "openai" else anthropic_usage(data.get("usage"))
-            slot.charge(usage)
-            return web.Response(body=upstream.content, content_type=_JSON)
-        slot.streaming = True  # from here a cut stream is charged its reservation
-        out = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
-        tap = UsageTap(fmt, drop_usage_chunk=not client_wants_usage)
-        try:
-            await out.prepare(request)
-            async for chunk in upstream.aiter_raw():
-                data = tap.feed(chunk)
-                if data:
-                    await out.write(data)
-            tail = tap.flush()
-            if tail:
-                await out.write(tail)
-        finally:
-            await upstream.aclose()
-        if tap.complete:
-            slot.charge(tap.usage)
-        await out.write_eof()
-        return out
-
-    async def _translate(
-        self,
-        request: web.Request,
-        slot: Any,
-        provider: ModelProvider,
-        fmt: str,
-        body: dict[str, Any],
-        model: str,
-        stream: bool,
-    ) -> web.StreamResponse:
-        neutral = from_openai_request(body) if fmt == "openai" else from_anthropic_request(body)
-        neutral = type(neutral)(
-            model=model,
-            messages=neutral.messages,
-            tools=neutral.tools,
-            max_tokens=neutral.max_tokens,
-            temperature=neutral.temperature,
-        )
-        answer = await slot.send(lambda: provider.complete(neutral))
-        slot.charge(answer.usage)
-        ident = secrets.token_hex(12)
-        created = int(time.time())
-        if not stream:
-            if fmt == "openai":
-                doc = to_openai_response(answer, completion_id=f"chatcmpl-{ident}", created=created)
-            else:
-                doc = to_anthropic_response(answer, message_id=f"msg_{ident}")
-            return web.Response(body=json.dumps(doc).encode(), content_type=_JSON)
-        if fmt == "openai":
-            wants = bool((body.get("stream_options") or {}).get("include_usage"))
-            events = openai_stream(answer, completion_id=f"chatcmpl-{ident}", created=created, include_usage=wants)
-        else:
-            events = anthropic_stream(answer, message_id=f"msg_{ident}")
-        out = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
-        await out.prepare(request)
-        await out.write(b"".join(events))
-        await out.write_eof()
-        return out
-
     async def _count_tokens(self, request: web.Request) -> web.Response:
-        if self._session_of(request) is None:
-            return _error("anthropic", 401, "authentication_error", "invalid or missing gateway token")
+        if self.session_of(request) is None:
+            return error_response("anthropic", 401, "authentication_error", "invalid or missing gateway token")
         raw = await request.read()
         return web.json_response({"input_tokens": len(raw) // 4 + 16})
 
     async def _models(self, request: web.Request) -> web.Response:
-        if self._session_of(request) is None and not self._is_admin(request):
-            return _error("openai", 401, "authentication_error", "invalid or missing gateway token")
+        if self.session_of(request) is None and not self._is_admin(request):
+            return error_response("openai", 401, "authentication_error", "invalid or missing gateway token")
         gw = self.gateway
         names = sorted({str(getattr(gw.provider, "model", "")), *gw.routes})
         return web.json_response(
@@ -435,13 +277,13 @@ class GatewayService:
 
     async def _admin_body(self, request: web.Request) -> dict[str, Any] | web.Response:
         if not self._is_admin(request):
-            return _error("openai", 401, "authentication_error", "admin token required")
+            return error_response("openai", 401, "authentication_error", "admin token required")
         try:
             body = json.loads(await request.read())
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            return _error("openai", 400, "invalid_request_error", "the request body is not a JSON object")
+            return error_response("openai", 400, "invalid_request_error", "the request body is not a JSON object")
         return body
 
     async def _issue(self, request: web.Request) -> web.Response:
@@ -450,7 +292,7 @@ class GatewayService:
             return body
         session_id = str(body.get("session_id") or "")
         if not session_id:
-            return _error("openai", 400, "invalid_request_error", "session_id is required")
+            return error_response("openai", 400, "invalid_request_error", "session_id is required")
         token = self.issue(session_id, queue=body.get("queue"))
         return web.json_response({"session_id": session_id, "token": token})
 
@@ -460,17 +302,17 @@ class GatewayService:
             return body
         target = str(body.get("id") or "")
         if not target or (body.get("tokens") is None and body.get("usd") is None):
-            return _error("openai", 400, "invalid_request_error", "id and tokens or usd are required")
+            return error_response("openai", 400, "invalid_request_error", "id and tokens or usd are required")
         try:
             apply_budget_event(self.gateway, target, body)
         except (ValueError, ArithmeticError):
-            return _error("openai", 400, "invalid_request_error", "tokens must be a whole number, usd a number")
+            return error_response("openai", 400, "invalid_request_error", "tokens must be a whole number, usd a number")
         return web.json_response({"id": target, "applied": {k: body[k] for k in ("tokens", "usd") if k in body}})
 
     async def _stats(self, request: web.Request) -> web.Response:
         if not self._is_admin(request):
-            return _error("openai", 401, "authentication_error", "admin token required")
-        return web.json_response(self.gateway.statistics().to_dict())
+            return error_response("openai", 401, "authentication_error", "admin token required")
+        return web.json_response({**self.gateway.statistics().to_dict(), "requests": dict(self.requests)})
 
     def __repr__(self) -> str:
         return f"<GatewayService {self.root_url or 'not started'}>"

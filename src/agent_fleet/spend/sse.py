@@ -3,8 +3,10 @@
 :class:`UsageTap` watches a stream passed through from the provider. OpenAI reports usage only in the
 last chunk and only when asked (``stream_options.include_usage``); the gateway always asks, and drops
 that chunk again when the client had not asked. Anthropic reports input usage in ``message_start`` and
-output usage in the final ``message_delta``. Only events that can carry usage are decoded, so a long
-stream costs little CPU.
+output usage in the final ``message_delta``; the Responses API reports it in ``response.completed``
+(or ``response.incomplete`` / ``response.failed``), which ends its stream. Only events that can carry
+usage are decoded, so a long stream costs little CPU. :class:`EventReader` decodes every event of a
+stream (the gateway reads a chat stream that way when it writes Responses events from it).
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.usage import Usage
 from agent_fleet.spend.providers.anthropic import anthropic_usage, to_anthropic_response
 from agent_fleet.spend.providers.openai import openai_usage
+from agent_fleet.spend.responses import responses_usage
 
-__all__ = ["UsageTap", "anthropic_stream", "openai_stream"]
+__all__ = ["EventReader", "UsageTap", "anthropic_stream", "openai_stream"]
+
+_RESPONSE_ENDS = (b"response.completed", b"response.incomplete", b"response.failed")
 
 
 def _data_of(event: bytes) -> Any:
@@ -62,6 +67,13 @@ class UsageTap:
 
     def _event(self, event: bytes) -> bool:
         """Record what the event says; False when it must not be forwarded."""
+        if self.fmt == "responses":
+            if any(end in event for end in _RESPONSE_ENDS):
+                data = _data_of(event)
+                if isinstance(data, dict):
+                    self.usage = responses_usage((data.get("response") or {}).get("usage"))
+                    self.complete = True
+            return True
         if self.fmt == "openai":
             if b"[DONE]" in event:
                 self.complete = True
@@ -90,6 +102,25 @@ class UsageTap:
         elif b"message_stop" in event:
             self.complete = True
         return True
+
+
+class EventReader:
+    """Raw stream bytes in, decoded ``data`` payloads out (JSON objects, or ``"[DONE]"``)."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> list[Any]:
+        self._buf += chunk.replace(b"\r\n", b"\n") if b"\r" in chunk else chunk
+        if b"\n\n" not in self._buf:
+            return []
+        *events, self._buf = self._buf.split(b"\n\n")
+        return [d for d in map(_data_of, events) if d is not None]
+
+    def flush(self) -> list[Any]:
+        rest, self._buf = self._buf, b""
+        data = _data_of(rest) if rest.strip() else None
+        return [] if data is None else [data]
 
 
 def _sse(data: Any, event: str | None = None) -> bytes:

@@ -87,6 +87,8 @@ class SimConfig:
     # Share of stalls that end with the connection dropped instead of a late answer.
     stall_drop: float = 0.5
     insufficient_quota: bool = False
+    # Answer 404 (as the real APIs do) for a model not in ``models``; by default any name is served.
+    reject_unknown_models: bool = False
     max_concurrency: int | None = None
     rpm: int | None = None
     tpm: int | None = None

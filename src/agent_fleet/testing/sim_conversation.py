@@ -20,6 +20,7 @@ from agent_fleet.errors import FleetError
 __all__ = [
     "BadRequest",
     "Conversation",
+    "build_conversation",
     "SimMessage",
     "SimToolCall",
     "SimToolResult",
@@ -129,7 +130,7 @@ def _root_digest(system: str, tools_json: str, tool_names: tuple[str, ...]) -> b
     return h.digest()
 
 
-def _build(
+def build_conversation(  # every wire format's parser ends here
     *,
     model: str,
     system: str,
@@ -246,7 +247,7 @@ def from_openai(body: dict[str, Any]) -> Conversation:
     if body.get("tool_choice") == "none":
         names = []
     stream_options = body.get("stream_options") or {}
-    return _build(
+    return build_conversation(
         model=model,
         system="\n".join(system_parts),
         messages=messages,
@@ -318,7 +319,7 @@ def from_anthropic(body: dict[str, Any]) -> Conversation:
         if choice.get("type") == "none":
             names = []
         parallel = not choice.get("disable_parallel_tool_use", False)
-    return _build(
+    return build_conversation(
         model=model,
         system=system_text,
         messages=messages,

@@ -1,4 +1,5 @@
-"""The simulated provider's HTTP server (aiohttp): OpenAI and Anthropic endpoints on one port.
+"""The simulated provider's HTTP server (aiohttp): OpenAI (chat completions and the Responses API)
+and Anthropic endpoints on one port.
 
 Order of checks per chat request: authentication, body, quota, injected errors, hidden capacity,
 then (in flight) an optional stall, latency (counted from the request's arrival), and the answer.
@@ -15,6 +16,8 @@ import math
 import random
 import struct
 import time
+from collections import deque
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from aiohttp import web
@@ -24,17 +27,37 @@ from agent_fleet.testing.sim_anthropic import anthropic_body, anthropic_events
 from agent_fleet.testing.sim_behaviour import decide
 from agent_fleet.testing.sim_capacity import Capacity, PromptCache, Refusal, SimStats
 from agent_fleet.testing.sim_config import SimConfig
-from agent_fleet.testing.sim_conversation import BadRequest, from_anthropic, from_openai, tokens_for_chars
+from agent_fleet.testing.sim_conversation import (
+    BadRequest,
+    Conversation,
+    from_anthropic,
+    from_openai,
+    tokens_for_chars,
+)
 from agent_fleet.testing.sim_embed import DIMENSIONS, embed
 from agent_fleet.testing.sim_openai import openai_body, openai_chunks
-from agent_fleet.testing.sim_wire import SimUsage, anthropic_error, openai_error, render
+from agent_fleet.testing.sim_responses import from_responses, responses_body, responses_events
+from agent_fleet.testing.sim_wire import RenderedReply, SimUsage, anthropic_error, openai_error, render
 
-__all__ = ["SimProvider"]
+__all__ = ["Received", "SimProvider"]
 
-Format = Literal["openai", "anthropic"]
+Format = Literal["openai", "anthropic", "responses"]  # errors and headers of "responses" are OpenAI's
 _JSON = "application/json"
 _CHAT = "/v1/chat/completions"
 _MESSAGES = "/v1/messages"
+_RESPONSES = "/v1/responses"
+_PATHS = {"openai": _CHAT, "anthropic": _MESSAGES, "responses": _RESPONSES}
+_PARSERS = {"openai": from_openai, "anthropic": from_anthropic, "responses": from_responses}
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One chat request as it arrived (kept when the provider is started with ``record``)."""
+
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: dict[str, Any]
 
 
 class _Dropped(Exception):
@@ -48,8 +71,10 @@ class SimProvider:
     ``/v1`` (for the OpenAI SDK), ``sim.root_url`` does not (for the Anthropic SDK).
     """
 
-    def __init__(self, config: SimConfig | None = None, *, clock: Clock | None = None) -> None:
+    def __init__(self, config: SimConfig | None = None, *, clock: Clock | None = None, record: int = 0) -> None:
         self.config = config or SimConfig()
+        # With ``record``: the last ``record`` chat requests, headers and body as they arrived.
+        self.received: deque[Received] | None = deque(maxlen=record) if record else None
         self._clock = clock or RealClock()
         self._rng = random.Random(self.config.seed)
         self._capacity = Capacity(self.config, self._clock)
@@ -65,6 +90,7 @@ class SimProvider:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post(_CHAT, self._openai_chat)
         app.router.add_post(_MESSAGES, self._anthropic_messages)
+        app.router.add_post(_RESPONSES, self._openai_responses)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_get("/sim/stats", self._stats_handler)
@@ -139,7 +165,7 @@ class SimProvider:
         return bool(request.headers.get("x-api-key", "").strip())
 
     def _rate_headers(self, fmt: Format) -> dict[str, str]:
-        if fmt == "openai":
+        if fmt != "anthropic":
             return self._capacity.openai_headers()
         return self._capacity.anthropic_headers()
 
@@ -156,20 +182,20 @@ class SimProvider:
         """An error in the provider's own shape; ``kind`` is the OpenAI type or the Anthropic error type."""
         request_id = self._next_request_id()
         all_headers = dict(headers or {})
-        if fmt == "openai":
+        if fmt != "anthropic":
             all_headers["x-request-id"] = request_id
             body = openai_error(message, type_=kind, code=code)
         else:
             all_headers["request-id"] = request_id
             body = anthropic_error(message, type_=kind, request_id=request_id)
-        self._stats.count(_CHAT if fmt == "openai" else _MESSAGES, status)
+        self._stats.count(_PATHS[fmt], status)
         return web.Response(status=status, body=body, content_type=_JSON, headers=all_headers)
 
     def _rate_limited(self, fmt: Format, reason: str, retry_after: float, message: str) -> web.Response:
         self._stats.limited(reason)
         headers = self._rate_headers(fmt)
         headers["retry-after"] = str(max(1, math.ceil(retry_after)))
-        if fmt == "openai":
+        if fmt != "anthropic":
             headers["retry-after-ms"] = str(max(1, round(retry_after * 1000)))
             return self._error(fmt, 429, "rate_limit_exceeded", message, code="rate_limit_exceeded", headers=headers)
         return self._error(fmt, 429, "rate_limit_error", message, headers=headers)
@@ -194,7 +220,7 @@ class SimProvider:
             return self._rate_limited(fmt, "injected", 1.0, "Rate limit reached. Please try again in 1s.")
         edge += cfg.rate_500
         if r < edge:
-            if fmt == "openai":
+            if fmt != "anthropic":
                 msg = "The server had an error while processing your request. Sorry about that!"
                 return self._error(fmt, 500, "server_error", msg)
             return self._error(fmt, 500, "api_error", "Internal server error")
@@ -210,7 +236,7 @@ class SimProvider:
         return None
 
     def _overloaded(self, fmt: Format, status: int) -> web.Response:
-        if fmt == "openai":
+        if fmt != "anthropic":
             # OpenAI has no 529: overload is a 503 with code server_is_overloaded.
             msg = "The server is overloaded or not ready yet."
             return self._error(fmt, 503, "server_error", msg, code="server_is_overloaded")
@@ -224,12 +250,21 @@ class SimProvider:
     async def _anthropic_messages(self, request: web.Request) -> web.StreamResponse:
         return await self._chat(request, "anthropic")
 
+    async def _openai_responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._chat(request, "responses")
+
+    def _unknown_model(self, fmt: Format, model: str) -> web.Response:
+        if fmt == "anthropic":
+            return self._error(fmt, 404, "not_found_error", f"model: {model}")
+        msg = f"The model `{model}` does not exist or you do not have access to it."
+        return self._error(fmt, 404, "invalid_request_error", msg, code="model_not_found")
+
     async def _chat(self, request: web.Request, fmt: Format) -> web.StreamResponse:
         # The configured latency runs from the request's arrival, as a client sees a provider's: the
         # server's own parsing and rendering happen inside it, not on top of it.
         arrived = self._clock.now()
         if not self._authorized(request):
-            if fmt == "openai":
+            if fmt != "anthropic":
                 msg = "You didn't provide an API key. Provide it in an Authorization header (Bearer auth)."
                 return self._error(fmt, 401, "invalid_request_error", msg)
             return self._error(fmt, 401, "authentication_error", "x-api-key header is required")
@@ -237,9 +272,13 @@ class SimProvider:
             body = json.loads(await request.read())
             if not isinstance(body, dict):
                 raise BadRequest("the request body must be a JSON object")
-            conv = from_openai(body) if fmt == "openai" else from_anthropic(body)
+            if self.received is not None:
+                self.received.append(Received(request.path, request.query_string, dict(request.headers), body))
+            conv = _PARSERS[fmt](body)
         except (ValueError, BadRequest) as exc:
             return self._error(fmt, 400, "invalid_request_error", str(exc) or "invalid JSON body")
+        if self.config.reject_unknown_models and conv.model not in self.config.models:
+            return self._unknown_model(fmt, conv.model)
         if self.config.insufficient_quota:
             return self._quota_error(fmt)
         injected = self._injected(fmt)
@@ -266,21 +305,13 @@ class SimProvider:
             per_token = self.config.per_output_token_s
             created = int(time.time())
             headers = self._rate_headers(fmt)
-            headers["x-request-id" if fmt == "openai" else "request-id"] = self._next_request_id()
+            headers["x-request-id" if fmt != "anthropic" else "request-id"] = self._next_request_id()
             if conv.stream:
-                chunks = (
-                    openai_chunks(reply, usage, model=conv.model, created=created, include_usage=conv.include_usage)
-                    if fmt == "openai"
-                    else anthropic_events(reply, usage, model=conv.model)
-                )
+                chunks = _rendered_stream(fmt, reply, usage, conv, body, created)
                 await self._until(arrived + delay)
                 response = await self._stream(request, fmt, headers, chunks, per_token)
             else:
-                payload = (
-                    openai_body(reply, usage, model=conv.model, created=created)
-                    if fmt == "openai"
-                    else anthropic_body(reply, usage, model=conv.model)
-                )
+                payload = _rendered_body(fmt, reply, usage, conv, body, created)
                 await self._until(arrived + delay + per_token * usage.completion_tokens)
                 response = web.Response(body=payload, content_type=_JSON, headers=headers)
                 self._stats.count(request.path, 200)
@@ -327,7 +358,7 @@ class SimProvider:
         return response
 
     def _quota_error(self, fmt: Format) -> web.Response:
-        if fmt == "openai":
+        if fmt != "anthropic":
             msg = (
                 "You exceeded your current quota, please check your plan and billing details. "
                 "For more information on this error, read the docs: "
@@ -405,6 +436,26 @@ class SimProvider:
     async def _reset_handler(self, request: web.Request) -> web.Response:
         self.reset()
         return web.Response(body=b'{"reset": true}', content_type=_JSON)
+
+
+def _rendered_body(
+    fmt: Format, reply: RenderedReply, usage: SimUsage, conv: Conversation, body: dict[str, Any], created: int
+) -> bytes:
+    if fmt == "anthropic":
+        return anthropic_body(reply, usage, model=conv.model)
+    if fmt == "responses":
+        return responses_body(reply, usage, body, model=conv.model, created=created)
+    return openai_body(reply, usage, model=conv.model, created=created)
+
+
+def _rendered_stream(
+    fmt: Format, reply: RenderedReply, usage: SimUsage, conv: Conversation, body: dict[str, Any], created: int
+) -> list[tuple[bytes, int]]:
+    if fmt == "anthropic":
+        return anthropic_events(reply, usage, model=conv.model)
+    if fmt == "responses":
+        return responses_events(reply, usage, body, model=conv.model, created=created)
+    return openai_chunks(reply, usage, model=conv.model, created=created, include_usage=conv.include_usage)
 
 
 def _embedding_inputs(value: Any) -> list[str]:

@@ -139,3 +139,15 @@ def test_guard_no_progress_and_max_turns():
     results = [g2.observe_turn([("submit_result", str(i))], produced=True) for i in range(3)]
     assert results[:2] == [None, None]
     assert results[2] is not None and results[2].kind == "max_turns"
+
+
+def test_budget_mode_reaches_the_gateway():
+    from agent_fleet.spend.factory import build_gateway
+
+    env = {"FLEET_API_KEY": "sk-x", "FLEET_BASE_URL": "http://127.0.0.1:9/v1"}
+    strict = parse_config({"budgets": {"mode": "strict", "strict_floor_tokens": 256}})
+    gw = build_gateway(strict, env=env)
+    assert (gw.book.mode, gw.book.strict_floor) == ("strict", 256)
+    assert build_gateway(FleetConfig(), env=env).book.mode == "bounded"
+    with pytest.raises(ConfigError, match=r"budgets\.mode"):
+        parse_config({"budgets": {"mode": "loose"}})

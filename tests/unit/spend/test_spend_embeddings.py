@@ -148,14 +148,13 @@ async def test_a_prompt_larger_than_its_estimate_raises_the_next_reservation_at_
 async def test_budget_stops_before_sending() -> None:
     clock = VirtualClock()
     gw, provider = make(clock, provider=FakeEmbedder(clock, tokens_per_text=100), session_tokens=500)
-    await gw.embed("s1", [TEXT] * 3, model=EMB)
-    with pytest.raises(BudgetExhausted) as info:
-        await gw.embed("s1", [TEXT] * 3, model=EMB)  # 300 spent + 300 reserved > 500
-    assert info.value.scope == "session"
-    assert len(provider.requests) == 1
-    assert gw.session_budget("s1")["spent_tokens"] == 300
-    await gw.embed("s1", [TEXT] * 2, model=EMB)  # exactly 500: fits
+    await gw.embed("s1", [TEXT] * 2, model=EMB)
+    await gw.embed("s1", [TEXT] * 3, model=EMB)  # 200 spent, 300 asked: admitted, the cap is not reached
     assert gw.session_budget("s1")["spent_tokens"] == 500
+    with pytest.raises(BudgetExhausted) as info:
+        await gw.embed("s1", [TEXT], model=EMB)  # 500 spent: the cap is reached
+    assert info.value.scope == "session"
+    assert len(provider.requests) == 2
     assert_quiet(gw)
 
 
@@ -186,10 +185,11 @@ async def test_every_cap_that_applies_stops_an_embeddings_call(scope: str) -> No
     else:
         gw.set_model_budget(EMB, usd=cap)
     await gw.embed("s1", [TEXT] * 2, model=EMB)
+    await gw.embed("s1", [TEXT], model=EMB)  # under the cap: admitted, and it finishes (300 > 250)
     with pytest.raises(BudgetExhausted) as info:
         await gw.embed("s1", [TEXT], model=EMB)
     assert info.value.scope == scope
-    assert len(provider.requests) == 1
+    assert len(provider.requests) == 2
     assert_quiet(gw)
 
 

@@ -83,13 +83,16 @@ async def test_a_model_budget_falls_back_but_a_session_budget_pauses():
     gw, fast, _deep, decisions = two_models(clock)
     gw.set_model_budget("claude-opus-4-5", usd=Decimal("0.01"))  # opus: 1000 × $5 + 100 × $25 per MTok = $0.0075
     await gw.complete("s1", REQ)
+    r = await gw.complete("s1", REQ)  # $0.0025 left: admitted, the call that crosses the cap finishes
+    assert r.model == "claude-opus-4-5"
     r = await gw.complete("s1", REQ)
     assert r.model == "gpt-4.1-mini" and "reached its model budget" in decisions[-1][1]["reason"]
     gw.set_session_budget("s2", tokens=500)
+    await gw.complete("s2", REQ)
     with pytest.raises(BudgetExhausted) as info:
         await gw.complete("s2", REQ)
     assert info.value.scope == "session"
-    assert fast.calls == 1
+    assert fast.calls == 2
 
 
 async def test_build_gateway_from_fleet_yaml():

@@ -113,10 +113,12 @@ async def test_fleet_cap_pauses_every_session():
     gw, provider = make(clock, run_tokens=10_000)
     await gw.complete("a", REQ)
     await gw.complete("b", REQ)
+    await gw.complete("c", REQ)  # 2,000 left: admitted, and it finishes
     with pytest.raises(BudgetExhausted) as info:
-        await gw.complete("c", REQ)
+        await gw.complete("d", REQ)
     assert info.value.scope == "run"
-    assert provider.calls == 2
+    assert provider.calls == 3
+    assert gw.book.run.spent_tokens == 12_000
 
 
 async def test_rate_limited_call_waits_retry_after_then_succeeds():
@@ -302,8 +304,9 @@ async def test_apply_budget_event_for_a_session_and_for_the_run():
     apply_budget_event(gw, "run-1", {"tokens": 100_000})
     assert gw.session_budget("run-1.s00000")["cap_tokens"] == 100_000
     assert gw.session_budget("run-1.s00009")["cap_tokens"] == 100_000  # sessions to come
+    await gw.complete("run-1.s00000", REQ)  # $0.014 spent, under the $0.02 fleet cap: admitted
     with pytest.raises(BudgetExhausted) as info:
-        await gw.complete("run-1.s00000", REQ)  # $0.014 spent + $0.007 > the $0.02 fleet cap
+        await gw.complete("run-1.s00000", REQ)  # $0.021 spent: the fleet cap is reached
     assert info.value.scope == "run"
     apply_budget_event(gw, "run-1", {"usd": "1"})
     assert gw.book.run.cap_usd == Decimal("1")

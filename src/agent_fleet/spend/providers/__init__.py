@@ -78,6 +78,7 @@ def build_provider(
     name: str | None = None,
     on_signals: SignalSink | None = None,
     env: Mapping[str, str] | None = None,
+    responses_api: bool | None = None,
 ) -> HttpProvider:
     """A provider from ``--provider`` (``openai``, ``anthropic`` or a URL) plus optional overrides.
 
@@ -104,4 +105,5 @@ def build_provider(
         max_connections=max_connections,
         name=name or "openai",
         on_signals=on_signals,
+        responses_api=responses_api,
     )

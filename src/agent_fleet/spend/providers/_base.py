@@ -17,6 +17,8 @@ from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, 
 
 __all__ = ["HttpProvider"]
 
+_CREDENTIALS = frozenset({"authorization", "x-api-key", "api-key"})
+
 
 class HttpProvider:
     raw_path: ClassVar[str]  # where ``send_raw`` posts: the format's chat endpoint
@@ -63,12 +65,27 @@ class HttpProvider:
             path, payload, host=self.host, model=model, secret=self._key, on_signals=self.on_signals
         )
 
-    async def send_raw(self, payload: bytes, *, model: str, stream: bool = False) -> httpx.Response:
-        """POST an already-encoded body to the format's chat endpoint (the gateway service's pass-through)."""
+    async def send_raw(
+        self,
+        payload: bytes,
+        *,
+        model: str,
+        stream: bool = False,
+        path: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """POST an already-encoded body to ``path`` (default: the format's chat endpoint; a query string
+        may follow it), with the client's own ``headers`` over the provider's (the gateway service's
+        pass-through). The provider's credentials are set here and cannot be overridden."""
+        sent = None
+        if headers:
+            sent = {**self._headers}
+            sent.update((k, v) for k, v in headers.items() if k.lower() not in _CREDENTIALS)
         return await post(
             self.client,
-            self.raw_path,
+            path or self.raw_path,
             payload,
+            headers=sent,
             host=self.host,
             model=model,
             secret=self._key,

@@ -248,13 +248,15 @@ async def post(
     secret: str,
     on_signals: SignalSink | None,
     stream: bool = False,
+    headers: Mapping[str, str] | None = None,
 ) -> httpx.Response:
     """POST and map failures. With ``stream`` the body is left unread: the caller must ``aclose()`` it."""
     try:
         if stream:
-            response = await client.send(client.build_request("POST", path, content=payload), stream=True)
+            request = client.build_request("POST", path, content=payload, headers=headers)
+            response = await client.send(request, stream=True)
         else:
-            response = await client.post(path, content=payload)
+            response = await client.post(path, content=payload, headers=headers)
     except httpx.HTTPError as exc:
         raise transport_error(host, exc) from None
     if on_signals is not None:

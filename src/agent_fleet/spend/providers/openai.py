@@ -163,6 +163,7 @@ class OpenAIProvider(HttpProvider):
         max_connections: int = 64,
         name: str = "openai",
         on_signals: SignalSink | None = None,
+        responses_api: bool | None = None,
     ) -> None:
         headers = {"authorization": f"Bearer {api_key}", "content-type": "application/json"}
         super().__init__(
@@ -177,6 +178,8 @@ class OpenAIProvider(HttpProvider):
         )
         # The official API rejects max_tokens for reasoning models; compatible servers may not know the new name.
         self._max_field = "max_completion_tokens" if self.host == "api.openai.com" else "max_tokens"
+        # Whether ``/responses`` is served here; compatible servers (vLLM, Ollama) mostly lack it.
+        self.responses_api = self.host == "api.openai.com" if responses_api is None else responses_api
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
