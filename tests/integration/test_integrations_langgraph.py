@@ -178,7 +178,7 @@ def test_bad_options_and_items_are_one_clear_error(tmp_path: Path) -> None:
 def test_a_budget_pause_is_an_interrupt_and_a_raise_completes_the_run(quick_sim: str, tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'fleet.db'}"
     node = fleet_node(
-        "Classify", agents=4, provider=quick_sim, store=store, api_key=KEY, embedder="lexical", budget_tokens=1500
+        "Classify", agents=4, provider=quick_sim, store=store, api_key=KEY, embedder="lexical", budget_tokens=800
     )
     items = lines(40)
     config: Any = {"configurable": {"thread_id": "budget"}}
@@ -190,7 +190,7 @@ def test_a_budget_pause_is_an_interrupt_and_a_raise_completes_the_run(quick_sim:
         assert question.value["reason"] == "budget" and question.value["sessions"]["paused"] == 4
         assert asyncio.run(_state(store, run_id)) is SessionState.PAUSED
         # a raise too small for the whole run: the run pauses again, a second interrupt
-        again = app.invoke(Command(resume={"tokens": 6000}), config)
+        again = app.invoke(Command(resume={"tokens": 1200}), config)
         (second,) = again["__interrupt__"]
         assert second.value["fleet_run_id"] == run_id
         # the node runs again from its start: the first answer comes back, and must not be applied again
@@ -200,21 +200,25 @@ def test_a_budget_pause_is_an_interrupt_and_a_raise_completes_the_run(quick_sim:
     runs, raw, own = asyncio.run(run_events(store, run_id))
     assert runs == [run_id] and len(raw) == 40
     raises = [e.data for e in own if e.type == EventType.BUDGET_RAISED]
-    assert [(r["tokens"], r["langgraph"]["answer"]) for r in raises] == [(6000, 0), (1_000_000, 1)]
+    assert [(r["tokens"], r["langgraph"]["answer"]) for r in raises] == [(1200, 0), (1_000_000, 1)]
     assert own[-1].type == EventType.RUN_COMPLETED
 
 
 def test_stop_takes_the_results_so_far(quick_sim: str, tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'fleet.db'}"
     node = fleet_node(
-        "Classify", agents=2, provider=quick_sim, store=store, api_key=KEY, embedder="lexical", budget_tokens=1500
+        "Classify", agents=2, provider=quick_sim, store=store, api_key=KEY, embedder="lexical", budget_tokens=50
     )
     config: Any = {"configurable": {"thread_id": "stop"}}
     app = graph_for(node).compile(checkpointer=InMemorySaver())
-    paused = app.invoke({"items": lines(8)}, config)
+    items = lines(8)
+    paused = app.invoke({"items": items}, config)
     run_id = paused["__interrupt__"][0].value["fleet_run_id"]
+    so_far = paused["__interrupt__"][0].value["results_so_far"]
     final = app.invoke(Command(resume={"stop": True}), config)
-    assert final["fleet_run_id"] == run_id and final["results"] == []
+    # every session was paused after its first call, which already reported its item
+    assert final["fleet_run_id"] == run_id and len(final["results"]) == so_far == 8
+    assert set(items_in(final["results"], items).values()) == {1}
     assert asyncio.run(_state(store, run_id)) is SessionState.PAUSED  # resumable later
 
 

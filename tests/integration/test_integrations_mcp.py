@@ -169,7 +169,7 @@ async def test_a_budget_pause_is_raised_over_mcp_and_the_run_completes(sim_url: 
     ):
         await session.initialize()
         items = str(write_items(tmp_path, 12))
-        paused = await call(session, "deploy", task="Classify", input=items, agents=2, budget_tokens=1500, wait=True)
+        paused = await call(session, "deploy", task="Classify", input=items, agents=2, budget_tokens=300, wait=True)
         run_id = paused["run_id"]
         assert paused["status"] == "paused" and paused["summary"]["sessions"]["paused"] == 2
         queue = (await call(session, "review"))["items"]
