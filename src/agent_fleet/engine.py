@@ -44,7 +44,7 @@ from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ProviderUnreachable, SessionNotFound, UsageError
-from agent_fleet.forecasting import forecast_for, observed_latency
+from agent_fleet.forecasting import forecast_for, learned_prior, observed_latency
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
 from agent_fleet.observe.metrics import FleetSnapshot, ModelFigures, metrics_key, render
@@ -654,11 +654,12 @@ async def estimate(options: RunOptions, *, store_url: str | None = None) -> dict
     options = await _resolved(options)
     config = await asyncio.to_thread(load_config, options.config_path)
     plan = await asyncio.to_thread(plan_run, options)
-    latency = None
+    latency = prior = None
     url = resolve_store_url(store_url)
     if not url.startswith("sqlite:///") or await asyncio.to_thread(os.path.exists, url.removeprefix("sqlite:///")):
         async with open_store(url) as log:
             latency = await observed_latency(log)
+            prior = await learned_prior(log, options, plan)
     return {
         "task": options.task,
         "input": options.input_path,
@@ -669,7 +670,7 @@ async def estimate(options: RunOptions, *, store_url: str | None = None) -> dict
             "largest_partition_tokens": max((p.est_tokens for p in plan.partitions), default=0),
             "notes": list(plan.notes),
         },
-        "forecast": forecast_for(options, plan, config, latency),
+        "forecast": forecast_for(options, plan, config, latency, prior),
     }
 
 
@@ -704,7 +705,8 @@ async def deploy(
         options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots
     ) as engine:
         config = await asyncio.to_thread(load_config, options.config_path)
-        predicted = forecast_for(options, plan, config, await observed_latency(engine.log))
+        prior = await learned_prior(engine.log, options, plan)
+        predicted = forecast_for(options, plan, config, await observed_latency(engine.log), prior)
         await engine.create_run(plan, options, run_id=run_id, forecast=predicted)
         return await _run_to_the_end(engine, run_id, plan, options, on_start)
 

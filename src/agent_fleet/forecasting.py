@@ -1,5 +1,6 @@
 """Forecasts for ``estimate`` / ``deploy --dry-run`` and for the run summary, from the plan, the
-prices, the limits and the latency this store has observed."""
+prices, the limits, the latency this store has observed, and — once the store holds finished runs of
+the same task type and model — the calls and tokens their sessions took (a learned prior)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,19 @@ import statistics
 from decimal import Decimal
 from typing import Any
 
+from agent_fleet.aggregate.bands import classify_task
 from agent_fleet.config import FleetConfig
-from agent_fleet.domain.events import EventType
+from agent_fleet.domain.events import Event, EventType, SessionState
+from agent_fleet.domain.ids import session_id_for
+from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.plan import Plan
+from agent_fleet.domain.usage import Usage
 from agent_fleet.options import RunOptions
 from agent_fleet.session.port import SessionLog
 from agent_fleet.spend.factory import price_table
-from agent_fleet.spend.forecast import forecast
+from agent_fleet.spend.forecast import Prior, SessionSample, fit_prior, forecast
 
-__all__ = ["forecast_for", "observed_latency"]
+__all__ = ["forecast_for", "learned_prior", "observed_latency"]
 
 
 async def observed_latency(log: SessionLog, *, runs: int = 5) -> float | None:
@@ -34,7 +39,75 @@ async def observed_latency(log: SessionLog, *, runs: int = 5) -> float | None:
     return statistics.median(samples) if samples else None
 
 
-def forecast_for(options: RunOptions, plan: Plan, config: FleetConfig, latency: float | None) -> dict[str, Any]:
+async def learned_prior(
+    log: SessionLog, options: RunOptions, plan: Plan, *, runs: int = 5, scan: int = 50
+) -> Prior | None:
+    """Fit a prior on the completed sessions of the most recent ``runs`` completed runs of this task
+    type and model (among the last ``scan`` runs of the store), or None when there are none."""
+    task_type = str(classify_task(options.task, str(plan.kind)))
+    samples: list[SessionSample] = []
+    used: list[str] = []
+    overhead: list[tuple[int, int, int]] = []
+    for run in await log.list_runs(limit=scan):
+        if len(used) >= runs:
+            break
+        if run.state != SessionState.COMPLETED:
+            continue
+        stream = await log.get_events(run.session_id)
+        recorded = _recorded(stream)
+        if recorded is None:
+            continue
+        past_options, past_plan = recorded
+        same_type = str(classify_task(past_options.task, str(past_plan.kind))) == task_type
+        if past_options.model != options.model or not same_type:
+            continue
+        found = await _session_samples(log, run.session_id, past_plan)
+        if found:
+            samples += found
+            used.append(run.session_id)
+            overhead.append(_run_overhead(stream))
+    return fit_prior(samples, task_type=task_type, model=options.model, runs=used, overhead=overhead)
+
+
+def _run_overhead(stream: list[Event]) -> tuple[int, int, int]:
+    """Calls and tokens a run spent outside its sessions: verification and provider embeddings."""
+    calls = inp = out = 0
+    for ev in stream:
+        if ev.type in (EventType.VERIFICATION, EventType.EMBEDDINGS):
+            usage = Usage.from_dict(ev.data.get("usage"))
+            calls += int(ev.data.get("calls", 0))
+            inp += usage.input_tokens
+            out += usage.output_tokens
+    return calls, inp, out
+
+
+def _recorded(events: list[Event]) -> tuple[RunOptions, Plan] | None:
+    options = plan = None
+    for ev in events:
+        if ev.type == EventType.RUN_CREATED:
+            options = RunOptions.from_dict(ev.data["options"])
+        elif ev.type == EventType.PLAN:
+            plan = Plan.from_dict(ev.data["plan"])
+    return None if options is None or plan is None else (options, plan)
+
+
+async def _session_samples(log: SessionLog, run_id: str, plan: Plan) -> list[SessionSample]:
+    done = {r.session_id for r in await log.list_sessions(run_id) if r.state == SessionState.COMPLETED}
+    size = {session_id_for(run_id, p.index): p.est_tokens for p in plan.partitions}
+    figures: dict[str, list[int]] = {sid: [0, 0, 0] for sid in done if sid in size}
+    for ev in await log.events_of_run(run_id, [EventType.MODEL_RESPONSE]):
+        row = figures.get(ev.session_id)
+        if row is not None:
+            usage = ChatResponse.from_dict(ev.data["response"]).usage
+            row[0] += 1
+            row[1] += usage.input_tokens
+            row[2] += usage.output_tokens
+    return [SessionSample(size[sid], c, i, o) for sid, (c, i, o) in figures.items() if c > 0]
+
+
+def forecast_for(
+    options: RunOptions, plan: Plan, config: FleetConfig, latency: float | None, prior: Prior | None = None
+) -> dict[str, Any]:
     """Tokens, list cost and wall time predicted from the plan, as ranges, and the limit that binds."""
     f = forecast(
         plan,
@@ -47,5 +120,6 @@ def forecast_for(options: RunOptions, plan: Plan, config: FleetConfig, latency: 
         fleet_budget_usd=Decimal(options.fleet_budget_usd) if options.fleet_budget_usd else None,
         admission_slots=None if config.queues is not None else options.agents,
         tokens_per_minute=config.rate_limit.tokens_per_minute,
+        prior=prior,
     )
     return f.to_dict()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from agent_fleet.domain.plan import InputKind, Partition, Plan, PlanNode
-from agent_fleet.spend.forecast import beside_actuals, forecast
+from agent_fleet.spend.forecast import SessionSample, beside_actuals, fit_prior, forecast
 from agent_fleet.spend.prices import PriceTable, Rates
 
 PRICES = PriceTable(overrides={"m": Rates(input=Decimal(1), output=Decimal(4))})
@@ -71,3 +71,34 @@ def test_forecast_beside_actuals():
     side = beside_actuals(f, {"llm_calls": 60, "tokens": {"total": 1}, "cost_usd": "0.5", "duration_s": 3})
     assert side["llm_calls"] == {"low": 40, "high": 120, "actual": 60, "within": True}
     assert side["tokens"]["within"] is False
+
+
+def test_a_learned_prior_is_a_line_in_the_partition_size_and_its_spread():
+    # sessions of 1,000 and 3,000 planned tokens took 2 and 4 calls; their tokens grow the same way
+    samples = [
+        SessionSample(partition_tokens=1_000, calls=2, input_tokens=3_000, output_tokens=500),
+        SessionSample(partition_tokens=3_000, calls=4, input_tokens=9_000, output_tokens=1_500),
+    ]
+    prior = fit_prior(samples, task_type="other", model="m", runs=["r1"], overhead=[(5, 1_000, 100)])
+    assert prior is not None
+    assert prior.calls.at(2_000) == 3.0 and prior.input_tokens.at(2_000) == 6_000
+    assert prior.spread == 0.10 and prior.call_spread == 0.10  # an exact fit: the floor of the range
+    f = forecast(plan(2, 2_000), prices=PRICES, model="m", prior=prior, latency=1.0)
+    # two sessions of 3 calls, 6,000 + 1,000 tokens each, and the run's own 5 calls (verification)
+    assert f.expected_calls == 2 * 3 + 5 and f.expected_tokens == 2 * 7_000 + 1_100
+    assert f.calls == (round(2 * 2.7 + 5), round(2 * 3.3 + 5))
+    assert f.input_tokens == (2 * 5_400 + 1_000, 2 * 6_600 + 1_000)
+    assert f.wall_s[0] == 10 * 1.0 / 2  # ten calls over two parallel streams at 1 s
+    assert f.to_dict()["prior"] == prior.describe() and prior.describe()["source"] == "learned"
+
+
+def test_a_learned_session_stops_at_its_budget_and_no_samples_leave_the_default():
+    samples = [SessionSample(partition_tokens=500, calls=10, input_tokens=90_000, output_tokens=10_000)]
+    prior = fit_prior(samples, task_type="other", model="m", runs=["r1"])
+    assert prior is not None and prior.calls.slope == 0.0  # one size only: the mean at every size
+    f = forecast(plan(1, 800), prices=PRICES, model="m", prior=prior, budget_tokens=50_000)
+    assert f.input_tokens[1] + f.output_tokens[1] <= 50_001 and f.sessions_capped == 1
+    assert fit_prior([], task_type="other", model="m", runs=[]) is None
+    default = forecast(plan(1, 800), prices=PRICES, model="m").to_dict()
+    assert default["prior"]["source"] == "default"
+    assert default["llm_calls"]["expected"] == (default["llm_calls"]["low"] + default["llm_calls"]["high"]) // 2
