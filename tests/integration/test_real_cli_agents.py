@@ -294,3 +294,20 @@ def test_aider_fleet_distinct_findings_are_distinct_results(workdir: Path, sim_u
     items = [e.data for evs in raw.values() for e in evs if e.type == EventType.RESULT_ITEM]
     assert {(i["title"], i["location"]) for i in items} == expected_findings(files)
     assert len(items) == len(expected_findings(files)) > AGENTS  # not one result per session
+
+
+def test_codex_fleet_completes_and_metering_equals_the_bill(workdir: Path, sim_url: str) -> None:
+    codex = program("FLEET_TEST_CODEX", "npm/node_modules/.bin/codex")
+    files = make_repo(workdir / "repo", 3 * AGENTS)
+    sim(sim_url, "/sim/reset", post=True)
+    cmd = f"{codex} exec --json --skip-git-repo-check -m gpt-4.1-mini {CLAUDE_PROMPT}"
+    summary = deploy(workdir, sim_url, cmd, "codex", "--budget-tokens", "10000000")
+    bill = sim(sim_url, "/sim/stats")
+    assert summary["status"] == "completed" and summary["sessions"]["completed"] == AGENTS, summary
+    assert (summary["tokens"]["input"], summary["tokens"]["output"]) == (bill["tokens_in"], bill["tokens_out"])
+    raw = asyncio.run(session_events(workdir, summary["run_id"]))
+    items = [e.data for evs in raw.values() for e in evs if e.type == EventType.RESULT_ITEM]
+    assert {(i["title"], i["location"]) for i in items} == expected_findings(files)
+    for evs in raw.values():
+        done = [e.data for e in evs if e.type == EventType.SESSION_COMPLETED]
+        assert len(done) == 1 and done[0]["cli_session_id"]  # Codex's own thread id
