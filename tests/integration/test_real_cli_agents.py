@@ -118,9 +118,13 @@ def cli(*args: str, cwd: Path, url: str, timeout: float = 600) -> subprocess.Com
     )
 
 
-def deploy(workdir: Path, url: str, cmd: str, fmt: str, *extra: str, agents: int = AGENTS) -> dict[str, Any]:
+def deploy(
+    workdir: Path, url: str, cmd: str, fmt: str, *extra: str, agents: int = AGENTS, config_extra: str = ""
+) -> dict[str, Any]:
     config = workdir / "fleet.yaml"
-    config.write_text(f"hands: {{sandbox_root: {workdir / 'sandboxes'}}}\ndispatch: {{workers: {agents + 2}}}\n")
+    config.write_text(
+        f"hands: {{sandbox_root: {workdir / 'sandboxes'}}}\ndispatch: {{workers: {agents + 2}}}\n{config_extra}"
+    )
     proc = cli(
         "deploy",
         "--task",
@@ -296,14 +300,31 @@ def test_aider_fleet_distinct_findings_are_distinct_results(workdir: Path, sim_u
     assert len(items) == len(expected_findings(files)) > AGENTS  # not one result per session
 
 
-def test_codex_fleet_completes_and_metering_equals_the_bill(workdir: Path, sim_url: str) -> None:
+CODEX_AGENTS = max(AGENTS, 10)
+CODEX_CMD = "{codex} exec --json --skip-git-repo-check -m gpt-4.1-mini " + CLAUDE_PROMPT
+# The gateway passes Codex's Responses requests through to an endpoint that serves them, and
+# translates them to chat completions for one that does not; the simulated provider serves both.
+NATIVE_RESPONSES = "models: [{name: codex, provider: openai, model: gpt-4.1-mini, responses_api: true}]\n"
+
+
+@pytest.mark.parametrize("route", ["native", "translated"])
+def test_codex_fleet_completes_and_metering_equals_the_bill(workdir: Path, sim_url: str, route: str) -> None:
     codex = program("FLEET_TEST_CODEX", "npm/node_modules/.bin/codex")
-    files = make_repo(workdir / "repo", 3 * AGENTS)
+    agents = CODEX_AGENTS if route == "native" else 2
+    files = make_repo(workdir / "repo", 3 * agents)
     sim(sim_url, "/sim/reset", post=True)
-    cmd = f"{codex} exec --json --skip-git-repo-check -m gpt-4.1-mini {CLAUDE_PROMPT}"
-    summary = deploy(workdir, sim_url, cmd, "codex", "--budget-tokens", "10000000")
+    summary = deploy(
+        workdir,
+        sim_url,
+        CODEX_CMD.replace("{codex}", codex),
+        "codex",
+        "--budget-tokens",
+        "10000000",
+        agents=agents,
+        config_extra=NATIVE_RESPONSES if route == "native" else "",
+    )
     bill = sim(sim_url, "/sim/stats")
-    assert summary["status"] == "completed" and summary["sessions"]["completed"] == AGENTS, summary
+    assert summary["status"] == "completed" and summary["sessions"]["completed"] == agents, summary
     assert (summary["tokens"]["input"], summary["tokens"]["output"]) == (bill["tokens_in"], bill["tokens_out"])
     raw = asyncio.run(session_events(workdir, summary["run_id"]))
     items = [e.data for evs in raw.values() for e in evs if e.type == EventType.RESULT_ITEM]
@@ -311,3 +332,10 @@ def test_codex_fleet_completes_and_metering_equals_the_bill(workdir: Path, sim_u
     for evs in raw.values():
         done = [e.data for e in evs if e.type == EventType.SESSION_COMPLETED]
         assert len(done) == 1 and done[0]["cli_session_id"]  # Codex's own thread id
+    # every call of the sessions reached the provider as a Responses request, or none did
+    calls = sum(len(calls_of(evs)) for evs in raw.values())
+    assert calls >= 2 * agents  # a turn that reads the files, one that reports
+    if route == "native":
+        assert bill["requests"]["/v1/responses"] == {"200": calls}, bill["requests"]
+    else:
+        assert "/v1/responses" not in bill["requests"], bill["requests"]
