@@ -12,7 +12,10 @@ from agent_fleet.testing.sim_conversation import BadRequest
 from agent_fleet.testing.sim_detectors import detect
 from agent_fleet.testing.sim_responses import from_responses
 
-SOURCE = "import hashlib\n\n\ndef load(text):\n    return eval(text)\n\n\ndef digest(d):\n    return hashlib.md5(d).hexdigest()\n"
+SOURCE = (
+    "import hashlib\n\n\ndef load(text):\n    return eval(text)\n\n\n"
+    "def digest(d):\n    return hashlib.md5(d).hexdigest()\n"
+)
 
 # Codex's tools: functions, a namespace of functions, and a hosted tool the model never calls.
 CODEX_TOOLS: list[dict[str, Any]] = [
