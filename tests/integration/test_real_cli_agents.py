@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-real-cli-" + "5d2a" * 6
 AGENTS = int(os.environ.get("FLEET_REAL_CLI_AGENTS", "3"))
 REQUIRED = os.environ.get("FLEET_REQUIRE_REAL_CLIS") == "1"
+TEN = max(AGENTS, 10)  # the Codex and aider fleets: ten agents at least
 
 
 def program(env: str, default: str) -> str:
@@ -118,9 +119,13 @@ def cli(*args: str, cwd: Path, url: str, timeout: float = 600) -> subprocess.Com
     )
 
 
-def deploy(workdir: Path, url: str, cmd: str, fmt: str, *extra: str, agents: int = AGENTS) -> dict[str, Any]:
+def deploy(
+    workdir: Path, url: str, cmd: str, fmt: str, *extra: str, agents: int = AGENTS, config_extra: str = ""
+) -> dict[str, Any]:
     config = workdir / "fleet.yaml"
-    config.write_text(f"hands: {{sandbox_root: {workdir / 'sandboxes'}}}\ndispatch: {{workers: {agents + 2}}}\n")
+    config.write_text(
+        f"hands: {{sandbox_root: {workdir / 'sandboxes'}}}\ndispatch: {{workers: {agents + 2}}}\n{config_extra}"
+    )
     proc = cli(
         "deploy",
         "--task",
@@ -239,8 +244,11 @@ def calls_of(evs: list[Any]) -> list[int]:
 
 def test_claude_code_paused_on_budget_is_continued_on_resume(workdir: Path, sim_url: str) -> None:
     claude = program("FLEET_TEST_CLAUDE", "npm/node_modules/.bin/claude")
-    make_repo(workdir / "repo", 60 * AGENTS)  # reading 60 files takes three turns and far more than the budget
-    budget = 80_000  # a quarter of it holds a partition (60 files), its reads take more
+    # Claude Code's first call (its prompt and the partition) takes about 12,600 tokens, the second
+    # (with the 10 files it read) about 20,100: the work needs more than the budget, and the call that
+    # crosses it is the second
+    make_repo(workdir / "repo", 10 * AGENTS)
+    budget = 20_000
     cmd = f"{claude} -p {CLAUDE_PROMPT} --output-format json"
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any], Recorder, int]:
@@ -280,17 +288,58 @@ def test_claude_code_paused_on_budget_is_continued_on_resume(workdir: Path, sim_
 
 def test_aider_fleet_distinct_findings_are_distinct_results(workdir: Path, sim_url: str) -> None:
     aider = program("FLEET_TEST_AIDER", "aider/bin/aider")
-    files = make_repo(workdir / "repo", 3 * AGENTS)
+    agents = TEN
+    files = make_repo(workdir / "repo", 3 * agents)
     sim(sim_url, "/sim/reset", post=True)
     cmd = (
         f"{aider} --model openai/gpt-4.1-mini --message {{task}} --analytics-log {{analytics_log}} "
         "--no-git --yes-always --no-pretty --no-stream $(cat {partition})"
     )
-    summary = deploy(workdir, sim_url, cmd, "aider", "--budget-tokens", "10000000")
+    summary = deploy(workdir, sim_url, cmd, "aider", "--budget-tokens", "10000000", agents=agents)
     bill = sim(sim_url, "/sim/stats")
-    assert summary["status"] == "completed" and summary["sessions"]["completed"] == AGENTS
+    assert summary["status"] == "completed" and summary["sessions"]["completed"] == agents
     assert (summary["tokens"]["input"], summary["tokens"]["output"]) == (bill["tokens_in"], bill["tokens_out"])
     raw = asyncio.run(session_events(workdir, summary["run_id"]))
     items = [e.data for evs in raw.values() for e in evs if e.type == EventType.RESULT_ITEM]
     assert {(i["title"], i["location"]) for i in items} == expected_findings(files)
-    assert len(items) == len(expected_findings(files)) > AGENTS  # not one result per session
+    assert len(items) == len(expected_findings(files)) > agents  # not one result per session
+
+
+CODEX_CMD = "{codex} exec --json --skip-git-repo-check -m gpt-4.1-mini " + CLAUDE_PROMPT
+# The gateway passes Codex's Responses requests through to an endpoint that serves them, and
+# translates them to chat completions for one that does not; the simulated provider serves both.
+NATIVE_RESPONSES = "models: [{name: codex, provider: openai, model: gpt-4.1-mini, responses_api: true}]\n"
+
+
+@pytest.mark.parametrize("route", ["native", "translated"])
+def test_codex_fleet_completes_and_metering_equals_the_bill(workdir: Path, sim_url: str, route: str) -> None:
+    codex = program("FLEET_TEST_CODEX", "npm/node_modules/.bin/codex")
+    agents = TEN if route == "native" else 2
+    files = make_repo(workdir / "repo", 3 * agents)
+    sim(sim_url, "/sim/reset", post=True)
+    summary = deploy(
+        workdir,
+        sim_url,
+        CODEX_CMD.replace("{codex}", codex),
+        "codex",
+        "--budget-tokens",
+        "10000000",
+        agents=agents,
+        config_extra=NATIVE_RESPONSES if route == "native" else "",
+    )
+    bill = sim(sim_url, "/sim/stats")
+    assert summary["status"] == "completed" and summary["sessions"]["completed"] == agents, summary
+    assert (summary["tokens"]["input"], summary["tokens"]["output"]) == (bill["tokens_in"], bill["tokens_out"])
+    raw = asyncio.run(session_events(workdir, summary["run_id"]))
+    items = [e.data for evs in raw.values() for e in evs if e.type == EventType.RESULT_ITEM]
+    assert {(i["title"], i["location"]) for i in items} == expected_findings(files)
+    for evs in raw.values():
+        done = [e.data for e in evs if e.type == EventType.SESSION_COMPLETED]
+        assert len(done) == 1 and done[0]["cli_session_id"]  # Codex's own thread id
+    # every call of the sessions reached the provider as a Responses request, or none did
+    calls = sum(len(calls_of(evs)) for evs in raw.values())
+    assert calls >= 2 * agents  # a turn that reads the files, one that reports
+    if route == "native":
+        assert bill["requests"]["/v1/responses"] == {"200": calls}, bill["requests"]
+    else:
+        assert "/v1/responses" not in bill["requests"], bill["requests"]

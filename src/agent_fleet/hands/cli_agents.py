@@ -26,6 +26,7 @@ from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import UsageError
 from agent_fleet.hands.cli_formats import FORMATS, CliReport, edited_paths, parse_output
+from agent_fleet.hands.cli_setup import setup_files
 from agent_fleet.hands.cli_state import CliState, read_own_files, resumed_command
 from agent_fleet.hands.port import CliOutcome, CompletedRun, GatewayAccess, Sandbox, SandboxProvider
 from agent_fleet.hands.resources import ResourceSpec
@@ -49,8 +50,8 @@ _ERROR_TAIL = 600  # of stderr, in the error an attempt fails with
 _STOP_GRACE = 2.0  # seconds a CLI refused on budget gets to exit by itself before it is stopped
 
 # Every CLI agent runs with these: no telemetry, update checks, error reports or other traffic that
-# is not a model call (Claude Code, aider, litellm; Codex has no such switches and is covered by the
-# proxy below).
+# is not a model call (Claude Code, aider, litellm; Codex's are in the config.toml cli_setup writes,
+# and the proxy below covers the rest).
 QUIET_ENV = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "DISABLE_AUTOUPDATER": "1",
@@ -269,6 +270,8 @@ async def run_cli_agent(
         partition_file = str(home / PARTITION_FILE)
         analytics_log = str(home / ANALYTICS_FILE)
         await _write_file(box, Path(partition_file), _partition_lines(partition))
+        for rel, text in setup_files(spec.format, openai_base_url=gateway.openai_base_url).items():
+            await _write_file(box, home / rel, text)
         if resume is not None:
             for rel, text in resume.relocated(home).items():
                 await _write_file(box, home / rel, text)

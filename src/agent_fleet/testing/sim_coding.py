@@ -5,7 +5,8 @@ Each of these drives the model with its own tools and prompts, not the built-in 
 * **Claude Code** offers ``Read`` (``file_path``, absolute) and ``ReportFindings`` (``findings: [{file,
   line, summary, short_summary, failure_scenario, category}]``) and states its working directory in a
   system turn ("Primary working directory: …");
-* **Codex CLI** offers a shell tool (``exec_command`` with ``cmd``, or ``shell`` with ``command``);
+* **Codex CLI** offers a shell tool (``exec_command`` with ``cmd``, or ``shell`` with ``command``) and
+  sends its environment (``<environment_context>`` with ``<cwd>``) as a user turn before the task;
 * **aider** offers no tools: the files added to the chat are in its messages, each as its path followed
   by a fenced block.
 
@@ -30,7 +31,9 @@ __all__ = ["AIDER_FENCE", "CodingReply", "coding_reply", "strip_reminders"]
 
 AIDER_FENCE = re.compile(r"^(?P<path>[\w][\w./-]*\.\w+)\n```[^\n]*\n(?P<body>.*?)\n?```$", re.M | re.S)
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.S)
-_WORKDIR = re.compile(r"(?:Primary working directory|Working directory|cwd):\s*(\S+)")
+# Codex CLI sends its environment (and any AGENTS.md) as user turns of their own before the task.
+_CONTEXT_TURN = re.compile(r"^\s*(?:<environment_context>|<user_instructions>|# AGENTS\.md instructions)")
+_WORKDIR = re.compile(r"(?:Primary working directory|Working directory|cwd):\s*(\S+)|<cwd>([^<\s]+)</cwd>")
 _LISTING = re.compile(r"(/[^\s'\"]+\.txt)\b")
 _GUTTER = re.compile(r"^\s*\d+(?:→|\t|: |\| ?)", re.M)
 _READS_PER_TURN = 25
@@ -71,8 +74,8 @@ class _Tool:
     def __init__(self, conv: Conversation) -> None:
         tools = set(conv.tools)
         self.name = next((t for t in ("Read", "exec_command", "shell", "read_file") if t in tools), "")
-        match = _WORKDIR.search(conv.context_text())
-        self.workdir = match.group(1).rstrip("/") if match else ""
+        match = _WORKDIR.search("\n".join([conv.context_text(), *conv.user_texts()[:2]]))
+        self.workdir = (match.group(1) or match.group(2)).rstrip("/") if match else ""
 
     def args(self, path: str) -> dict[str, object]:
         full = path if path.startswith("/") or not self.workdir else f"{self.workdir}/{path}"
@@ -181,9 +184,18 @@ def _inline(conv: Conversation) -> CodingReply:
     return _report(conv, findings, len(seen))
 
 
+def _task_text(conv: Conversation) -> str:
+    """The first user turn that is the user's own words (not a CLI's context turn)."""
+    for text in conv.user_texts():
+        own = strip_reminders(text)
+        if own.strip() and not _CONTEXT_TURN.match(own):
+            return own
+    return ""
+
+
 def coding_reply(conv: Conversation) -> CodingReply | None:
     """The reply when ``conv`` comes from a coding CLI, else None (the built-in protocol applies)."""
-    task = strip_reminders(conv.first_user_text())
+    task = _task_text(conv)
     tool = _Tool(conv)
     if tool.name in ("Read", "exec_command", "shell"):
         return _with_tools(conv, tool, task)

@@ -82,6 +82,26 @@ def _messages(items: list[Any], system: list[str]) -> list[SimMessage]:
     return messages
 
 
+def _tool_names(tools: list[Any]) -> list[str]:
+    """The names of the ``function`` tools the model may call, also those inside a ``namespace``
+    (``namespace.name``); hosted tools (``web_search`` and the like) are offered but never called."""
+    names: list[str] = []
+    for tool in tools:
+        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+            raise BadRequest("each tool must be an object with a 'type'")
+        kind = tool["type"]
+        if kind in ("function", "custom", "namespace") and not isinstance(tool.get("name"), str):
+            raise BadRequest(f"a {kind!r} tool needs a 'name'")
+        if kind == "function":
+            names.append(tool["name"])
+        elif kind == "namespace":
+            inner = tool.get("tools")
+            if not isinstance(inner, list):
+                raise BadRequest("a 'namespace' tool needs its 'tools'")
+            names.extend(f"{tool['name']}.{n}" for n in _tool_names(inner))
+    return names
+
+
 def from_responses(body: dict[str, Any]) -> Conversation:
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -99,11 +119,7 @@ def from_responses(body: dict[str, Any]) -> Conversation:
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise BadRequest("'tools' must be an array")
-    names: list[str] = []
-    for tool in tools:
-        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("name"), str):
-            raise BadRequest("each tool must be {'type': 'function', 'name': ...}")
-        names.append(tool["name"])
+    names = _tool_names(tools)
     if body.get("tool_choice") == "none":
         names = []
     return build_conversation(

@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import os
 import stat
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from agent_fleet.errors import UsageError
 from agent_fleet.hands.cli_check import program_paths, visible_roots
+from agent_fleet.hands.cli_formats import own_files
+from agent_fleet.hands.cli_setup import setup_files
 from agent_fleet.hands.cli_state import CliState, read_own_files, resumed_command
 
 
@@ -72,3 +75,16 @@ def test_program_paths_follow_the_interpreter_and_find_the_installation(
     assert program_paths("cd x && tool") == []  # shell syntax first: nothing to check
     with pytest.raises(UsageError, match="no-such-agent: command not found"):
         program_paths("no-such-agent -p x")
+
+
+def test_codex_gets_the_gateway_as_its_only_provider() -> None:
+    files = setup_files("codex", openai_base_url="http://127.0.0.1:4100/v1/")
+    assert list(files) == [".codex/config.toml"]
+    conf = tomllib.loads(files[".codex/config.toml"])
+    provider = conf["model_providers"][conf["model_provider"]]
+    assert provider["base_url"] == "http://127.0.0.1:4100/v1" and provider["wire_api"] == "responses"
+    assert provider["env_key"] == "OPENAI_API_KEY" and provider["request_max_retries"] == 0
+    assert conf["approval_policy"] == "never" and conf["analytics"]["enabled"] is False
+    assert setup_files("claude", openai_base_url="http://x/v1") == {} == setup_files("aider", openai_base_url="x")
+    # what a resume keeps is the tool's conversation, not this file
+    assert not any(Path(".codex/config.toml").match(g) for g in own_files("codex"))
