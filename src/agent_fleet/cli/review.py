@@ -50,10 +50,7 @@ async def _listing(store: str | None, run_id: str | None, config: str | None, ev
     from agent_fleet.supervise import load_review, queue_counts
 
     async with open_store(resolve_store_url(store)) as log:
-        if run_id is not None:
-            runs = [run_id]
-        else:
-            runs = [r.session_id for r in await log.list_runs(_RECENT_RUNS)]
+        runs = [run_id] if run_id is not None else [r.session_id for r in await log.list_runs(_RECENT_RUNS)]
         out = []
         for rid in runs:
             items = await load_review(log, rid, await _policy(log, rid, config))

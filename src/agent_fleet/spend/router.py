@@ -20,8 +20,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent_fleet.config import TIERS, ModelConfig, QualityPolicy
-from agent_fleet.domain.quality import ModelSignals
 from agent_fleet.domain.plan import InputKind, Partition
+from agent_fleet.domain.quality import ModelSignals
 from agent_fleet.errors import ConfigError
 
 __all__ = [

@@ -67,11 +67,7 @@ def decision_audit(
     ]
     alarms = Counter(str(e.data.get("kind", "")) for e in run_events if e.type == EventType.ALARM)
     statuses = Counter(str(i.status) for i in items)
-    decisions = [
-        {"item": i.id, "decision": str(i.status), "note": i.note}
-        for i in items
-        if i.decided_at is not None
-    ]
+    decisions = [{"item": i.id, "decision": str(i.status), "note": i.note} for i in items if i.decided_at is not None]
     return {
         "routes": dict(sorted(routes.items())),
         "fallbacks": len(fallbacks),

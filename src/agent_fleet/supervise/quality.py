@@ -1,8 +1,10 @@
 """Per-model quality signals from the session log (pure): verification agreement on a model's
 results, its malformed tool calls and its truncated answers (``finish_reason: length``).
 
-A session's events are attributed to the model that answered its last model call; a verdict to the
-model of the session that submitted the result. Events older than ``since`` do not count.
+A session's events are attributed to the model it was given (``session_created``, then its latest
+``route``), as fleet.yaml names it — a provider's answer may carry a dated snapshot id instead —
+else to the model its answers name; a verdict to the model of the session that submitted the result.
+Events older than ``since`` do not count.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from agent_fleet.domain.quality import ModelSignals
 
 __all__ = ["SIGNAL_TYPES", "model_signals"]
 
-SIGNAL_TYPES = (EventType.SESSION_CREATED, EventType.MODEL_RESPONSE, EventType.TOOL_CALL, EventType.TOOL_RESULT)
+SIGNAL_TYPES = (
+    EventType.SESSION_CREATED,
+    EventType.ROUTE,
+    EventType.MODEL_RESPONSE,
+    EventType.TOOL_CALL,
+    EventType.TOOL_RESULT,
+)
 
 
 @dataclass(slots=True)
@@ -28,18 +36,20 @@ class _Tally:
     refuted: int = 0
 
 
-def model_signals(agent_events: Iterable[Event], run_events: Iterable[Event], *, since: float) -> dict[str, ModelSignals]:
+def model_signals(
+    agent_events: Iterable[Event], run_events: Iterable[Event], *, since: float
+) -> dict[str, ModelSignals]:
     """Signals per model id over ``agent_events`` (session then seq order) and the verdicts recorded
     in ``run_events`` (the runs' own streams)."""
     tallies: dict[str, _Tally] = {}
-    model_of: dict[str, str] = {}  # session → the model of its last answer (or the one it was given)
+    model_of: dict[str, str] = {}  # session → the model it was given, else the one its answers name
     for ev in agent_events:
-        if ev.type == EventType.SESSION_CREATED:
-            model_of.setdefault(ev.session_id, str(ev.data.get("model") or ""))
+        if ev.type in (EventType.SESSION_CREATED, EventType.ROUTE):
+            if ev.data.get("model"):
+                model_of[ev.session_id] = str(ev.data["model"])
             continue
-        if ev.type == EventType.MODEL_RESPONSE:
-            response = ev.data.get("response") or {}
-            model_of[ev.session_id] = str(response.get("model") or model_of.get(ev.session_id, ""))
+        if ev.type == EventType.MODEL_RESPONSE and not model_of.get(ev.session_id):
+            model_of[ev.session_id] = str((ev.data.get("response") or {}).get("model") or "")
         model = model_of.get(ev.session_id, "")
         if not model or ev.time < since:
             continue
@@ -55,10 +65,10 @@ def model_signals(agent_events: Iterable[Event], run_events: Iterable[Event], *,
         if ev.type != EventType.VERIFICATION or ev.time < since:
             continue
         for rid, verdict in (ev.data.get("verdicts") or {}).items():
-            model = model_of.get(str(rid).rsplit(".", 1)[0])
+            judged = model_of.get(str(rid).rsplit(".", 1)[0])
             status = verdict.get("status")
-            if model and status in ("confirm", "refute"):
-                t = tallies.setdefault(model, _Tally())
+            if judged and status in ("confirm", "refute"):
+                t = tallies.setdefault(judged, _Tally())
                 if status == "confirm":
                     t.confirmed += 1
                 else:

@@ -125,10 +125,11 @@ def review_queue(
             decided[str(ev.data.get("item"))] = ev
     out = []
     for it in items:
-        ev = decided.get(it.id)
-        if ev is not None:
-            status = ReviewStatus.APPROVED if ev.data.get("decision") == Decision.APPROVE else ReviewStatus.REJECTED
-            it = replace(it, status=status, note=ev.data.get("note"), decided_at=ev.time)
+        took = decided.get(it.id)
+        if took is not None:
+            approved = took.data.get("decision") == Decision.APPROVE
+            status = ReviewStatus.APPROVED if approved else ReviewStatus.REJECTED
+            it = replace(it, status=status, note=took.data.get("note"), decided_at=took.time)
         out.append(it)
     out.sort(key=lambda i: (i.time, i.id))
     return out

@@ -96,4 +96,3 @@ async def recent_model_signals(
         agent += await log.events_of_run(run.session_id, SIGNAL_TYPES)
         streams += [e for e in await log.get_events(run.session_id) if e.type == EventType.VERIFICATION]
     return model_signals(agent, streams, since=since)
-
