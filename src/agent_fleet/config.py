@@ -18,6 +18,13 @@ hands:                        # what sessions work with
   files: direct               # direct | sandbox (file tools read the session's own sandbox)
   sandbox_root: null          # default: agent-fleet-<uid> under the system temp directory
 dispatch: {workers: null, hung_after_s: 600, breaker_cooldown_s: 30}
+supervision:                  # what goes to human review, decision-shape alarms, quality-based demotion
+  confidence_threshold: 0.5   # results below this confidence
+  review_unsure: true         # unsure verdicts too (refuted ones always)
+  shape: {z_threshold: 3.5, min_ratio: 2.0, min_sessions: 5, fanout_sessions: 20, trivial_tokens: 2000,
+          repeated_calls: 3, pause: false}
+  quality: {enabled: true, min_agreement: 0.7, max_malformed_rate: 0.2, max_truncated_rate: 0.2,
+            min_calls: 20, min_judged: 5, window_s: 86400, runs: 10}
 ```
 
 Every model refuses unknown keys, so a typo is an error, not a silent default. :func:`load_config`
@@ -47,6 +54,9 @@ __all__ = [
     "PriceOverride",
     "RateLimitConfig",
     "RoutingConfig",
+    "QualityPolicy",
+    "ShapePolicy",
+    "SupervisionConfig",
     "VerificationConfigModel",
     "load_config",
     "parse_config",
@@ -191,6 +201,41 @@ class VerificationConfigModel(_Strict):
     seed: int = 0
 
 
+class ShapePolicy(_Strict):
+    """Decision-shape alarms per run: a session far above the run's median, a trivial task fanned out
+    to many sessions, the same tool call repeated across sessions."""
+
+    z_threshold: float = Field(default=3.5, gt=0)  # robust z-score (median and MAD) of turns, tool calls, tokens
+    min_ratio: float = Field(default=2.0, ge=1)  # and at least this many times the median
+    min_sessions: int = Field(default=5, ge=3)  # fewer sessions with activity: no statistic
+    fanout_sessions: int = Field(default=20, ge=2)  # this many sessions or more ...
+    trivial_tokens: int = Field(default=2000, ge=0)  # ... for an input estimated at most this many tokens
+    repeated_calls: int = Field(default=3, ge=2)  # one tool call (name and arguments) in this many sessions
+    pause: bool = False  # pause a session as soon as it sits far above the run's median
+
+
+class QualityPolicy(_Strict):
+    """Per model, over the recent runs: below a threshold the router demotes it for new sessions."""
+
+    enabled: bool = True
+    min_agreement: float = Field(default=0.7, ge=0, le=1)  # verification agreement on its results
+    max_malformed_rate: float = Field(default=0.2, ge=0, le=1)  # share of its tool calls that were malformed
+    max_truncated_rate: float = Field(default=0.2, ge=0, le=1)  # share of its answers cut at the output limit
+    min_calls: int = Field(default=20, ge=1)  # answers needed before the rates count
+    min_judged: int = Field(default=5, ge=1)  # decisive verdicts needed before agreement counts
+    window_s: float = Field(default=86_400.0, gt=0)  # how far back the signals reach
+    runs: int = Field(default=10, ge=1)  # at most this many recent runs are read
+
+
+class SupervisionConfig(_Strict):
+    """What goes to the exception-based review queue (``agent-fleet review``)."""
+
+    confidence_threshold: float = Field(default=0.5, ge=0, le=1)
+    review_unsure: bool = True
+    shape: ShapePolicy = ShapePolicy()
+    quality: QualityPolicy = QualityPolicy()
+
+
 class FleetConfig(_Strict):
     models: tuple[ModelConfig, ...] = ()
     routing: RoutingConfig = RoutingConfig()
@@ -207,6 +252,7 @@ class FleetConfig(_Strict):
     hands: HandsConfig = HandsConfig()
     dispatch: DispatchConfig = DispatchConfig()
     verification: VerificationConfigModel = VerificationConfigModel()
+    supervision: SupervisionConfig = SupervisionConfig()
 
     @model_validator(mode="after")
     def _names(self) -> FleetConfig:

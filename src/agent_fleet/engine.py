@@ -60,7 +60,15 @@ from agent_fleet.spend.factory import build_gateway
 from agent_fleet.spend.forecast import beside_actuals
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.guards import RunawayGuard
-from agent_fleet.spend.router import estimate_difficulty
+from agent_fleet.spend.router import demotions, estimate_difficulty
+from agent_fleet.supervise import (
+    audit_markdown,
+    decision_audit,
+    queue_counts,
+    recent_model_signals,
+    record_shape_alarms,
+    review_queue,
+)
 from agent_fleet.verification import verify_run
 from agent_fleet.workforce import Workforce
 
@@ -252,13 +260,14 @@ class Engine:
             return
 
         router = self.gateway.router
+        demoted = await self._demoted(run_id, options) if router is not None else {}
 
         async def create(p: Partition) -> None:
             sid = session_id_for(run_id, p.index)
             model = options.model
             route = None
             if router is not None:  # fleet.yaml tiers: the partition's difficulty picks the model
-                route = router.route(estimate_difficulty(p, plan.task)).to_event()
+                route = router.route(estimate_difficulty(p, plan.task), demoted=demoted).to_event()
                 model = route["model"]
             info = {
                 "run_id": run_id,
@@ -278,6 +287,24 @@ class Engine:
         async with asyncio.TaskGroup() as tg:
             for p in missing:
                 tg.create_task(create(p))
+
+    async def _demoted(self, run_id: str, options: RunOptions) -> dict[str, tuple[str, ...]]:
+        """Models under fleet.yaml ``supervision.quality`` over the recent runs; each demotion not
+        recorded in the run yet becomes a ``model_demoted`` event of its stream."""
+        policy = load_config(options.config_path).supervision.quality
+        if not policy.enabled:
+            return {}
+        signals = await recent_model_signals(self.log, policy, now=time.time())
+        found = demotions(signals, policy)
+        recorded = {e.data.get("model") for e in await self.log.get_events(run_id) if e.type == EventType.MODEL_DEMOTED}
+        new = [
+            (EventType.MODEL_DEMOTED, {"model": m, "reasons": list(why), "signals": signals[m].to_dict()})
+            for m, why in found.items()
+            if m not in recorded
+        ]
+        if new:
+            await self.log.emit_events(run_id, new)
+        return found
 
     # -- phase 2: dispatch ----------------------------------------------------------------------
     async def dispatch(self, run_id: str, plan: Plan, options: RunOptions) -> DispatchStats:
@@ -373,6 +400,8 @@ class Engine:
             if aggregator.cache is not None:
                 aggregator.cache.close()
         status = _run_status(sessions)
+        config = await asyncio.to_thread(load_config, options.config_path)
+        await record_shape_alarms(self.log, run_id, config.supervision.shape, events=events)
         verified = None
         if status in ("completed", "partial") and unique:
             verified = await verify_run(
@@ -381,7 +410,7 @@ class Engine:
                 run_id=run_id,
                 plan=plan,
                 run_model=options.model,
-                config=await asyncio.to_thread(load_config, options.config_path),
+                config=config,
                 unique=unique,
             )
             if verified is not None:
@@ -407,6 +436,9 @@ class Engine:
         if verified is not None:
             summary["verification"] = verified.summary
             summary["needs_review"] = bool(verified.summary["needs_review"])
+        review = review_queue(run_id, run_events, events, config.supervision)
+        summary["review"] = queue_counts(review)
+        summary["decisions"] = audit = decision_audit(run_events, events, review)
         for ev in run_events:
             if ev.type == EventType.RUN_CREATED and ev.data.get("forecast"):
                 summary["forecast"] = beside_actuals(ev.data["forecast"], summary)
@@ -433,7 +465,8 @@ class Engine:
         metrics_text = render(final, admission=self._admission_metrics.get(run_id, b""))
         await self.log.put_snapshot(metrics_key(run_id), {"text": metrics_text.decode()})
         timeline = _timeline(events, created_at)
-        await asyncio.to_thread(write_outputs, out_dir, summary, unique, timeline=timeline)
+        sections = [audit_markdown(audit, review)]
+        await asyncio.to_thread(write_outputs, out_dir, summary, unique, timeline=timeline, sections=sections)
         await asyncio.to_thread((out_dir / "metrics.prom").write_bytes, metrics_text)
         end_type = {
             "completed": EventType.RUN_COMPLETED,

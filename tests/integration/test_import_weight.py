@@ -88,7 +88,7 @@ def test_the_package_itself_loads_only_its_error_tree() -> None:
 
 _CLI = {"agent_fleet", "agent_fleet._lazy", "agent_fleet.errors", "agent_fleet.cli"} | {
     f"agent_fleet.cli.{name}"
-    for name in ("app", "budget", "common", "gateway", "interrupt", "mcp", "queues", "runs", "sim")
+    for name in ("app", "budget", "common", "gateway", "interrupt", "mcp", "queues", "review", "runs", "sim")
 }
 
 

@@ -127,6 +127,7 @@ def write_outputs(
     timeline: Sequence[dict[str, Any]] | None = None,
     per_model: dict[str, dict[str, Any]] | None = None,
     top: int = 20,
+    sections: Sequence[str] = (),
 ) -> None:
     """Write the four outputs. ``timeline`` items are ``{session_id, start, end, state}`` (seconds);
     ``per_model`` maps a model to ``{calls, tokens, cost_usd, …}``; both default to the summary's
@@ -140,5 +141,5 @@ def write_outputs(
     sessions = list(timeline if timeline is not None else summary.get("timeline") or [])
     write_results_jsonl(out / "results.jsonl", results)
     _atomic_write(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
-    _atomic_write(out / "report.md", render_markdown(summary, results, per_model=models, top=top))
+    _atomic_write(out / "report.md", render_markdown(summary, results, per_model=models, top=top, sections=sections))
     _atomic_write(out / "report.html", render_html(summary, results, per_model=models, timeline=sessions, top=top))

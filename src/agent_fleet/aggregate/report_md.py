@@ -101,8 +101,14 @@ def _cell(text: str) -> str:
 
 
 def render_markdown(
-    summary: dict[str, Any], results: Sequence[ResultItem], *, per_model: dict[str, dict[str, Any]], top: int = 20
+    summary: dict[str, Any],
+    results: Sequence[ResultItem],
+    *,
+    per_model: dict[str, dict[str, Any]],
+    top: int = 20,
+    sections: Sequence[str] = (),
 ) -> str:
+    """``sections``: markdown other planes add after the spend table (the decision audit)."""
     task = " ".join(str(summary.get("task", "")).split())
     out = [f"# Fleet run report: {task}" if task else "# Fleet run report", ""]
     out += ["| | |", "|---|---|"]
@@ -120,6 +126,8 @@ def render_markdown(
         out += ["## Cost and tokens per model", "", "| model | calls | tokens | cost |", "|---|---:|---:|---:|"]
         out += [f"| {_cell(m)} | {c:,} | {t:,} | ${usd:,.4f} |" for m, c, t, usd in model_rows(per_model)]
         out.append("")
+    for section in sections:
+        out += [section.rstrip(), ""]
     for cat, items in group_by_category(results):
         out += [f"## {cat} ({len(items)})", ""]
         for n, r in enumerate(items[:top], 1):

@@ -156,10 +156,10 @@ class Harness:
                 await self._emit_many(view, [start, result])
                 return
         except ToolArgumentError as exc:
-            await self._emit_many(view, [start, self._tool_result(call, f"error: {exc}", is_error=True)])
+            await self._emit_many(view, [start, self._malformed(call, f"error: {exc}")])
             return
         if call.name not in self._hand_tools:
-            await self._emit_many(view, [start, self._tool_result(call, f"error: unknown tool {call.name!r}", True)])
+            await self._emit_many(view, [start, self._malformed(call, f"error: unknown tool {call.name!r}")])
             return
         if call.id not in view.started_calls:
             await self._emit(view, *start)
@@ -169,6 +169,13 @@ class Harness:
     @staticmethod
     def _tool_result(call: ToolCall, output: str, is_error: bool = False) -> tuple[str, dict[str, Any]]:
         return (EventType.TOOL_RESULT, {"call_id": call.id, "name": call.name, "output": output, "is_error": is_error})
+
+    @classmethod
+    def _malformed(cls, call: ToolCall, output: str) -> tuple[str, dict[str, Any]]:
+        """A call the tool could not accept (bad arguments, unknown tool): a quality signal of the model."""
+        result = cls._tool_result(call, output, is_error=True)
+        result[1]["malformed"] = True
+        return result
 
     @staticmethod
     def _result(view: SessionView, n: int, item: dict[str, Any]) -> dict[str, Any]:

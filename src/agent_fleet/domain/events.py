@@ -47,7 +47,9 @@ class EventType(StrEnum):
     SESSION_COMPLETED = "session_completed"  # {summary}
     BUDGET_RAISED = "budget_raised"  # {tokens?, usd?}
     ROUTE = "route"  # {model, reason}
-    ALARM = "alarm"  # {kind, message}
+    ALARM = "alarm"  # {kind, message, ...}: verification agreement, decision shape (kind "shape.*")
+    REVIEW_DECISION = "review_decision"  # {item, kind, subject, decision: approve|reject, note}: run stream
+    MODEL_DEMOTED = "model_demoted"  # {model, name, reasons, signals}: the router avoids it for new sessions
     CLI_STATE = "cli_state"  # {format, cli_session_id, workdir, files, bytes}: a CLI agent's own conversation
 
 

@@ -4,6 +4,9 @@
   wording and, when configured, a cheap classifier's score (which then weighs half).
 * :meth:`Router.route` maps the difficulty to a tier (< 0.35 simple, < 0.7 medium, else complex) and
   takes the first available model of that tier, else the nearest tier above, else below.
+* :func:`demotions` names the models whose quality signals (verification agreement, malformed tool
+  calls, truncated answers) are under fleet.yaml ``supervision.quality``; :meth:`Router.route` passes
+  over a demoted model while a model that is not demoted is left, and says so in the reason.
 * :meth:`Router.fallback` follows a model's declared ``fallback`` chain, then the other models by tier
   (up first), skipping every model that failed or is exhausted.
 
@@ -13,14 +16,23 @@ The engine records each decision as a ``route`` event ``{model, reason}``.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from agent_fleet.config import TIERS, ModelConfig
+from agent_fleet.config import TIERS, ModelConfig, QualityPolicy
 from agent_fleet.domain.plan import InputKind, Partition
+from agent_fleet.domain.quality import ModelSignals
 from agent_fleet.errors import ConfigError
 
-__all__ = ["Difficulty", "Route", "Router", "classifier_prompt", "estimate_difficulty", "parse_classifier_score"]
+__all__ = [
+    "Difficulty",
+    "Route",
+    "Router",
+    "classifier_prompt",
+    "demotions",
+    "estimate_difficulty",
+    "parse_classifier_score",
+]
 
 _HARD = re.compile(
     r"\b(security|vulnerab\w*|exploit\w*|audit\w*|prove|proof|concurren\w*|race|deadlock|refactor\w*|"
@@ -111,6 +123,27 @@ class Route:
         return {"model": self.model, "name": self.name, "tier": self.tier, "reason": self.reason}
 
 
+def demotions(signals: Mapping[str, ModelSignals], policy: QualityPolicy) -> dict[str, tuple[str, ...]]:
+    """Model id → why it is demoted, for every model under a quality threshold. A signal counts only
+    once there is enough of it (``min_judged`` verdicts, ``min_calls`` answers)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for model, s in signals.items():
+        reasons = []
+        agreement = s.agreement
+        if agreement is not None and s.judged >= policy.min_judged and agreement < policy.min_agreement:
+            reasons.append(f"verification agreement {agreement:.0%} < {policy.min_agreement:.0%}")
+        if s.calls >= policy.min_calls:
+            truncated = s.truncated_rate or 0.0
+            if truncated > policy.max_truncated_rate:
+                reasons.append(f"truncated answers {truncated:.0%} > {policy.max_truncated_rate:.0%}")
+            malformed = s.malformed_rate or 0.0
+            if malformed > policy.max_malformed_rate:
+                reasons.append(f"malformed tool calls {malformed:.0%} > {policy.max_malformed_rate:.0%}")
+        if reasons:
+            out[model] = tuple(reasons)
+    return out
+
+
 class Router:
     def __init__(self, models: Sequence[ModelConfig]) -> None:
         if not models:
@@ -124,16 +157,34 @@ class Router:
         order = [TIERS[i], *TIERS[i + 1 :], *reversed(TIERS[:i])]
         return [m for t in order for m in self.models if m.tier == t]
 
-    def route(self, difficulty: Difficulty, *, unavailable: Collection[str] = ()) -> Route:
+    def route(
+        self,
+        difficulty: Difficulty,
+        *,
+        unavailable: Collection[str] = (),
+        demoted: Mapping[str, Sequence[str]] | None = None,
+    ) -> Route:
+        """The model for a new session. ``demoted`` (model name or id → reasons) are passed over while
+        a model that is not demoted is available; when only demoted ones are left the first is used."""
         tier = tier_for(difficulty.score)
-        for m in self._ordered_from(tier):
-            if m.name in unavailable or m.model in unavailable:
-                continue
-            why = f"{difficulty.reason} → tier {tier}"
-            if m.tier != tier:
-                why += f"; no model free in tier {tier}, using {m.tier}"
-            return Route(m.name, m.model, m.tier, why)
-        raise ConfigError("every configured model is unavailable (failed or out of quota)")
+        demoted = demoted or {}
+        free = [m for m in self._ordered_from(tier) if m.name not in unavailable and m.model not in unavailable]
+        if not free:
+            raise ConfigError("every configured model is unavailable (failed or out of quota)")
+
+        def why_demoted(m: ModelConfig) -> Sequence[str] | None:
+            return demoted.get(m.name) or demoted.get(m.model)
+
+        m = next((c for c in free if not why_demoted(c)), free[0])
+        why = f"{difficulty.reason} → tier {tier}"
+        passed = [c for c in free[: free.index(m)] if why_demoted(c)]
+        if passed:
+            why += "; " + "; ".join(f"{c.name} demoted ({', '.join(why_demoted(c) or ())})" for c in passed)
+        if why_demoted(m):
+            why += f"; every model left is demoted, using {m.name}"
+        elif m.tier != tier:
+            why += f"; no model {'fit' if passed else 'free'} in tier {tier}, using {m.tier}"
+        return Route(m.name, m.model, m.tier, why)
 
     def fallback(self, current: str, *, cause: str, unavailable: Collection[str] = ()) -> Route | None:
         """The next model after ``current`` (name or model id) failed for ``cause``; None when none is left."""

@@ -2,7 +2,8 @@
 
 It follows the built-in agent's tool protocol (SPEC.md): a directory partition is read with ``read_file``
 (at most 25 calls per turn), reviewed by the deterministic detectors and reported with one
-``submit_result`` (several only beyond 200 findings); a list partition is answered five items per
+``submit_result`` (several only beyond 200 findings) — a file with a ``fleet-sim: loop N`` line is read again
+until it was read N times, one call a turn (an agent that loops its tool calls); a list partition is answered five items per
 ``submit_result``; then ``finish``. A verifier request (``submit_verdict`` offered) gets one verdict.
 Without tools the answer is prose. Coding CLIs (Claude Code, Codex CLI, aider) are answered as
 :mod:`agent_fleet.testing.sim_coding` describes. Nothing here reads a clock or an RNG, so the same conversation always
@@ -38,6 +39,7 @@ LIST_CHUNK = 5
 MAX_ITEMS_PER_SUBMIT = 200
 
 _NUMBERED_LINE = re.compile(r"^\s*\d+(\t|: |\| ?)")
+_LOOP = re.compile(r"fleet-sim:\s*loop\s+(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,11 @@ def _directory(files: tuple[str, ...], history: _History, tools: frozenset[str],
         if result is None or result[1] or path in contents:
             continue  # no result or an error result (e.g. outside the partition): skip the file
         contents[path] = _normalise_file_text(result[0])
+    for path, text in contents.items():
+        loop = _LOOP.search(text)
+        reads = sum(1 for c in read_calls if str(c.arguments.get("path", "")) == path)
+        if loop is not None and reads < int(loop.group(1)) and not history.called("submit_result"):
+            return Reply(None, (("read_file", {"path": path}),))
     order = [p for p in files if p in contents] + [p for p in contents if p not in files]
     findings: list[Finding] = []
     for path in order:
