@@ -1,13 +1,13 @@
 """The simulated agent: what the model says next, as a pure function of the conversation so far.
 
-It follows the built-in agent's tool protocol (SPEC.md): a directory partition is read with ``read_file``
-(at most 25 calls per turn), reviewed by the deterministic detectors and reported with one
-``submit_result`` (several only beyond 200 findings) — a file with a ``fleet-sim: loop N`` line is read again
-until it was read N times, one call a turn (an agent that loops its tool calls); a list partition is answered five items per
-``submit_result``; then ``finish``. A verifier request (``submit_verdict`` offered) gets one verdict.
-Without tools the answer is prose. Coding CLIs (Claude Code, Codex CLI, aider) are answered as
-:mod:`agent_fleet.testing.sim_coding` describes. Nothing here reads a clock or an RNG, so the same conversation always
-gets the same reply.
+It follows the built-in agent's tool protocol (SPEC.md): a directory partition is read with
+``read_file`` (at most 25 calls per turn), reviewed by the deterministic detectors and reported with
+one ``submit_result`` (several only beyond 200 findings) — a file with a ``fleet-sim: loop N`` line is
+read again until it was read N times, one call a turn (an agent that loops its tool calls); a list
+partition is answered five items per ``submit_result``; then ``finish``. A verifier request
+(``submit_verdict`` offered) gets one verdict. Without tools the answer is prose. Coding CLIs (Claude
+Code, Codex CLI, aider) are answered as :mod:`agent_fleet.testing.sim_coding` describes. Nothing here
+reads a clock or an RNG, so the same conversation always gets the same reply.
 """
 
 from __future__ import annotations
