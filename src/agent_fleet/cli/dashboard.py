@@ -1,0 +1,79 @@
+"""``agent-fleet dashboard``: the live dashboard and ``/metrics`` of a local store.
+
+It reads the session log only, so runs that other processes drive (``deploy``, ``resume``) show live.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+
+from agent_fleet.cli.common import STORE_OPTION, die, run_async
+from agent_fleet.errors import UsageError
+
+__all__ = ["register"]
+
+
+def dashboard_cmd(
+    store: str | None = STORE_OPTION,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8700, "--port", help="Port to listen on (0 picks a free one)."),
+    near_budget: float = typer.Option(
+        0.8, "--near-budget", help="fleet_sessions_near_budget counts live sessions that spent this share or more."
+    ),
+    top_k: int = typer.Option(20, "--top-k", help="Sessions exported in fleet_session_budget_used_ratio."),
+    runs: int = typer.Option(50, "--runs", help="Newest runs followed."),
+    open_browser: bool = typer.Option(False, "--open", help="Open the page in a browser."),
+    as_json: bool = typer.Option(False, "--json", help="Print the URLs as one JSON line."),
+) -> None:
+    """Serve a live dashboard (and /metrics) of the runs in a store, updating as they go."""
+    if not 0 < near_budget <= 10:
+        raise typer.BadParameter("must be a share above 0 (0.8 is 80%)", param_hint="--near-budget")
+    if top_k < 0:
+        raise typer.BadParameter("must be 0 or more", param_hint="--top-k")
+    if runs < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--runs")
+    if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("127."):
+        # The page shows every run's task, events and spend: it stays on loopback.
+        die(f"--host {host}: the dashboard listens on loopback only (127.0.0.1 or ::1)", UsageError.exit_code)
+
+    async def serve() -> None:
+        import asyncio
+
+        from aiohttp import web
+
+        from agent_fleet.observe.dashboard import FleetReader, ReaderOptions, dashboard_app
+        from agent_fleet.session.store import open_store, resolve_store_url
+
+        log = open_store(resolve_store_url(store))
+        async with log:
+            reader = FleetReader(log, options=ReaderOptions(near_budget=near_budget, top_k=top_k, runs=runs))
+            runner = web.AppRunner(dashboard_app(reader), handle_signals=False, access_log=None)
+            await runner.setup()
+            try:
+                site = web.TCPSite(runner, host, port)
+                await site.start()
+                bound = runner.addresses[0][1] if runner.addresses else port
+                url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}/"
+                if as_json:
+                    sys.stdout.write(json.dumps({"url": url, "metrics_url": url + "metrics"}) + "\n")
+                else:
+                    typer.echo(f"dashboard: {url}")
+                    typer.echo(f"metrics:   {url}metrics")
+                sys.stdout.flush()
+                if open_browser:
+                    import webbrowser
+
+                    webbrowser.open(url)
+                await asyncio.Event().wait()
+            finally:
+                await runner.cleanup()
+
+    run_async(serve())
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    app.command("dashboard")(dashboard_cmd)

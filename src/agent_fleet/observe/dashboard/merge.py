@@ -1,0 +1,87 @@
+"""Merge the Prometheus texts that runs store (``metrics:RUN`` snapshots) into one exposition.
+
+Every live run stores its figures each tick: ``fleet_*`` families labelled by run, and its admission
+controller's ``kueue_*`` families labelled by ClusterQueue. Texts cannot simply be concatenated (a
+family may appear once), so samples are grouped by family and summed where names and labels are equal:
+``kueue_admitted_workloads_total{cluster_queue="default"}`` of two runs is their sum. A finished run's
+gauges describe its last tick, not now, so only its counters and histograms are kept for ``kueue_*``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+__all__ = ["MergedFamilies", "histogram_quantile", "merge_texts"]
+
+_CUMULATIVE = ("counter", "histogram", "summary")
+
+
+@dataclass(slots=True)
+class MergedFamilies:
+    """Families by name; each holds summed samples keyed by (sample name, sorted labels)."""
+
+    kinds: dict[str, str] = field(default_factory=dict)
+    docs: dict[str, str] = field(default_factory=dict)
+    samples: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = field(default_factory=dict)
+
+    def add(self, family: Metric, *, gauges: bool) -> None:
+        if family.type not in _CUMULATIVE and not gauges:
+            return
+        self.kinds.setdefault(family.name, family.type)
+        self.docs.setdefault(family.name, family.documentation)
+        into = self.samples.setdefault(family.name, {})
+        for s in family.samples:
+            if s.name.endswith("_created"):  # creation times do not add up
+                continue
+            key = (s.name, tuple(sorted(s.labels.items())))
+            into[key] = into.get(key, 0.0) + s.value
+
+    def families(self) -> Iterable[Metric]:
+        for name in sorted(self.samples):
+            metric = Metric(name, self.docs[name], self.kinds[name])
+            for (sample, labels), value in sorted(self.samples[name].items()):
+                metric.add_sample(sample, dict(labels), value)
+            yield metric
+
+    def values(self, sample: str) -> dict[tuple[tuple[str, str], ...], float]:
+        """Every value of one sample name, by its labels."""
+        for name, rows in self.samples.items():
+            if sample.startswith(name):
+                found = {labels: v for (s, labels), v in rows.items() if s == sample}
+                if found:
+                    return found
+        return {}
+
+
+def merge_texts(texts: Sequence[tuple[str, bool]]) -> MergedFamilies:
+    """Merge ``(text, live)`` pairs; a text that is not live keeps only its cumulative ``kueue_*``
+    families (and every ``fleet_*`` family: those are labelled by their run)."""
+    merged = MergedFamilies()
+    for text, live in texts:
+        for family in text_string_to_metric_families(text):
+            merged.add(family, gauges=live or not family.name.startswith("kueue_"))
+    return merged
+
+
+def histogram_quantile(q: float, buckets: Mapping[float, float]) -> float | None:
+    """Prometheus' ``histogram_quantile`` over cumulative ``{le: count}`` buckets (linear inside a bucket);
+    None without observations."""
+    edges = sorted(buckets.items())
+    if not edges or edges[-1][1] <= 0:
+        return None
+    total = edges[-1][1]
+    rank = q * total
+    prev_le, prev_count = 0.0, 0.0
+    for le, count in edges:
+        if count >= rank:
+            if le == float("inf"):
+                return prev_le
+            if count == prev_count:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_count) / (count - prev_count)
+        prev_le, prev_count = le, count
+    return prev_le
