@@ -14,6 +14,7 @@ Errors are one JSON shape: ``{"error": {"status": N, "message": "..."}}``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -29,6 +30,7 @@ from agent_fleet.observe.dashboard.reader import FleetReader
 __all__ = ["READER", "add_routes", "dashboard_app", "static_root"]
 
 READER = web.AppKey("fleet_reader", FleetReader)
+_CLOSING = web.AppKey("fleet_dashboard_closing", asyncio.Event)  # set on shutdown: live streams end
 _PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -96,6 +98,15 @@ async def _sse(request: web.Request, produce: Callable[[web.StreamResponse], Awa
     return response
 
 
+async def _pause(request: web.Request, response: web.StreamResponse) -> bool:
+    """Wait one interval; False once the server shuts down. A comment line each time finds a page
+    that went away (the write fails) even when there is nothing new to send."""
+    reader = request.app[READER]
+    await response.write(b": -\n\n")
+    await reader.clock.sleep(reader.options.interval)
+    return not request.app[_CLOSING].is_set()
+
+
 async def _send(response: web.StreamResponse, event: str, data: Any) -> None:
     await response.write(f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n".encode())
 
@@ -114,7 +125,8 @@ async def _stream(request: web.Request) -> web.StreamResponse:
                 detail = run_detail(reader, run_id)
                 if detail is not None:
                     await _send(response, "run", detail)
-            await reader.clock.sleep(reader.options.interval)
+            if not await _pause(request, response):
+                return
 
     return await _sse(request, produce)
 
@@ -134,7 +146,8 @@ async def _session_stream(request: web.Request) -> web.StreamResponse:
             if batch:
                 after = batch[-1]["seq"]
                 await _send(response, "events", batch)
-            await reader.clock.sleep(reader.options.interval)
+            if not await _pause(request, response):
+                return
 
     return await _sse(request, produce)
 
@@ -154,6 +167,12 @@ async def _json_errors(
 def add_routes(app: web.Application, reader: FleetReader) -> None:
     """Put the dashboard's routes on ``app`` (a server's root application, or its own)."""
     app[READER] = reader
+    app[_CLOSING] = closing = asyncio.Event()
+
+    async def on_shutdown(_: web.Application) -> None:
+        closing.set()
+
+    app.on_shutdown.append(on_shutdown)
     app.router.add_get("/", _index)
     app.router.add_static("/static/", static_root(), append_version=False)
     app.router.add_get("/metrics", _metrics)
