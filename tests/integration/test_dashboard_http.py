@@ -24,7 +24,7 @@ from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "observe"))
-from dashboard_builders import answer, create_run, store_metrics  # noqa: E402
+from dashboard_builders import answer, create_run, store_metrics
 
 
 @pytest.fixture
@@ -95,11 +95,18 @@ async def test_metrics_are_prometheus_text_with_kueue_and_fleet_families(
         assert resp.status == 200
         assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         text = await resp.text()
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
     assert samples[("kueue_admitted_workloads_total", (("cluster_queue", "default"),))] == 1
     assert samples[("kueue_pending_workloads", (("cluster_queue", "default"), ("status", "inadmissible")))] == 0
     assert samples[("fleet_api_concurrency_limit", (("run", "run-a"),))] == 7
-    assert samples[("fleet_session_budget_used_ratio", (("run", "run-a"), ("session", sids[0]), ("team", "alpha")))] == 0.85
+    assert (
+        samples[("fleet_session_budget_used_ratio", (("run", "run-a"), ("session", sids[0]), ("team", "alpha")))]
+        == 0.85
+    )
     assert samples[("fleet_sessions_near_budget", (("team", "alpha"),))] == 1
 
 

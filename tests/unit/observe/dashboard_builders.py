@@ -40,12 +40,22 @@ async def answer(log: SessionLog, sid: str, *, tokens: tuple[int, int], usd: str
     )
     await log.emit_events(
         sid,
-        [(EventType.MODEL_REQUEST, {"turn": 1, "model": "m1"}), (EventType.MODEL_RESPONSE, {"response": resp.to_dict()})],
+        [
+            (EventType.MODEL_REQUEST, {"turn": 1, "model": "m1"}),
+            (EventType.MODEL_RESPONSE, {"response": resp.to_dict()}),
+        ],
     )
 
 
 async def store_metrics(
-    log: SessionLog, run_id: str, *, limit: int, in_flight: int = 0, admission: bytes = b"", raw: int = 0, unique: int = 0
+    log: SessionLog,
+    run_id: str,
+    *,
+    limit: int,
+    in_flight: int = 0,
+    admission: bytes = b"",
+    raw: int = 0,
+    unique: int = 0,
 ) -> None:
     """The ``metrics:RUN`` snapshot a live run's ticker stores."""
     snap = FleetSnapshot(

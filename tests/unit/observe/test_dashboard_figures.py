@@ -21,7 +21,9 @@ def _ev(seq: int, type: str, **data: object) -> Event:
 
 
 def _resp(inp: int, out: int, usd: str, retried: tuple[str, ...] = ()) -> dict[str, object]:
-    return ChatResponse(content="x", usage=Usage(inp, out), model="m2", cost_usd=Decimal(usd), retried=retried).to_dict()
+    return ChatResponse(
+        content="x", usage=Usage(inp, out), model="m2", cost_usd=Decimal(usd), retried=retried
+    ).to_dict()
 
 
 def test_session_figures_fold_each_event_once() -> None:

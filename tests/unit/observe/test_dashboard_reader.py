@@ -65,7 +65,9 @@ async def test_overview_counts_rates_and_queues(log: CountingLog) -> None:
     clock = VirtualClock(0.0)
     forecast = {"cost_usd": {"low": "0.01", "high": "0.03"}}
     sids = await create_run(log, "run-a", 4, options={"queue": "team-a/main"}, forecast=forecast)
-    reader = FleetReader(log, clock=clock, options=ReaderOptions(interval=1.0))
+    reader = FleetReader(
+        log, clock=clock, wall_clock=lambda: 1_700_000_000 + clock.now(), options=ReaderOptions(interval=1.0)
+    )
     await reader.refresh()
     for sid in sids[:2]:
         await log.emit_event(sid, EventType.SESSION_STARTED, {})
@@ -83,6 +85,7 @@ async def test_overview_counts_rates_and_queues(log: CountingLog) -> None:
     assert o["forecast_usd"] == {"low": 0.01, "high": 0.03}
     assert (o["concurrency_limit"], o["in_flight"]) == (12, 2)
     assert [p["limit"] for p in o["series"]] == [0, 12]
+    assert [p["t"] for p in o["series"]] == [1_700_000_000, 1_700_000_002]  # wall-clock times for the page
     assert [p["limit"] for p in overview(reader, series=False)["series"]] == [12]
     run = o["runs"][0]
     assert (run["team"], run["queue"], run["sessions"]) == ("team-a", "team-a/main", {"running": 2, "created": 2})
@@ -114,7 +117,10 @@ async def test_spend_canary_top_k_and_near_budget_per_team(log: CountingLog) -> 
     near = {k[1]: v for k, v in samples.items() if k[0] == "fleet_sessions_near_budget"}
     assert near == {(("team", "alpha"),): 2.0, (("team", "beta"),): 0.0}
     assert samples[("fleet_team_tokens_total", (("team", "beta"),))] == 2900
-    assert samples[("fleet_run_info", (("queue", "default"), ("run", "run-b"), ("state", "running"), ("team", "beta")))] == 1
+    assert (
+        samples[("fleet_run_info", (("queue", "default"), ("run", "run-b"), ("state", "running"), ("team", "beta")))]
+        == 1
+    )
     assert [s["session_id"] for s in overview(reader)["near_budget"]["sessions"]] == [a[0], a[1]]
 
 

@@ -120,7 +120,7 @@ def overview(reader: FleetReader, *, series: bool = True) -> dict[str, Any]:
     near.sort(key=lambda r: (-r["ratio"], r["session_id"]))
     last = reader.history[-1] if reader.history else None
     return {
-        "time": last.t if last else None,
+        "time": last.at if last else None,
         "active_agents": sum(r["active"] for r in runs),
         "live_runs": len(live),
         "tokens_total": sum(r["tokens"] for r in runs),
@@ -138,7 +138,7 @@ def overview(reader: FleetReader, *, series: bool = True) -> dict[str, Any]:
         "near_budget": {"threshold": reader.options.near_budget, "sessions": near[: reader.options.top_k]},
         "runs": runs,
         "series": [
-            {"t": p.t, "tokens": p.tokens, "active": p.active, "limit": p.concurrency_limit, "in_flight": p.in_flight}
+            {"t": p.at, "tokens": p.tokens, "active": p.active, "limit": p.concurrency_limit, "in_flight": p.in_flight}
             for p in (reader.history if series else list(reader.history)[-1:])
         ],
     }

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -102,7 +104,8 @@ class RunView:
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    t: float
+    t: float  # the reader's clock (rates)
+    at: float  # wall-clock seconds since the epoch (what a page draws)
     tokens: int
     calls: int
     errors: int
@@ -114,9 +117,17 @@ class Point:
 class FleetReader:
     """Follows the newest runs of one session log."""
 
-    def __init__(self, log: SessionLog, *, clock: Clock | None = None, options: ReaderOptions | None = None) -> None:
+    def __init__(
+        self,
+        log: SessionLog,
+        *,
+        clock: Clock | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        options: ReaderOptions | None = None,
+    ) -> None:
         self.log = log
         self.clock = clock or RealClock()
+        self.wall_clock = wall_clock
         self.options = options or ReaderOptions()
         self.runs: dict[str, RunView] = {}
         self.merged = MergedFamilies()
@@ -171,7 +182,7 @@ class FleetReader:
                 active += s.state == SessionState.RUNNING
         limit = sum(self._live_gauge("fleet_api_concurrency_limit").values())
         in_flight = sum(self._live_gauge("fleet_llm_requests_in_flight").values())
-        return Point(now, tokens, calls, errors, active, limit, in_flight)
+        return Point(now, self.wall_clock(), tokens, calls, errors, active, limit, in_flight)
 
     def _live_gauge(self, name: str) -> dict[str, float]:
         """A per-run gauge's value for every live run."""
