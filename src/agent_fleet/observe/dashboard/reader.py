@@ -161,7 +161,14 @@ class FleetReader:
             return
         for ev in await self.log.get_events(rec.session_id, after=view.seen_seq):
             view.fold_run_event(ev)
-        for srec in await self.log.list_sessions(rec.session_id):
+        records = await self.log.list_sessions(rec.session_id)
+        if not view.sessions and records:  # a run seen for the first time: all its events in one read
+            for ev in await self.log.events_of_run(rec.session_id):
+                figs = view.sessions.get(ev.session_id)
+                if figs is None:
+                    figs = view.sessions[ev.session_id] = SessionFigures(ev.session_id)
+                figs.fold(ev)
+        for srec in records:
             figs = view.sessions.get(srec.session_id)
             if figs is None:
                 figs = view.sessions[srec.session_id] = SessionFigures(srec.session_id)
