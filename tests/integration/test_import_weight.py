@@ -88,7 +88,19 @@ def test_the_package_itself_loads_only_its_error_tree() -> None:
 
 _CLI = {"agent_fleet", "agent_fleet._lazy", "agent_fleet.errors", "agent_fleet.cli"} | {
     f"agent_fleet.cli.{name}"
-    for name in ("app", "budget", "common", "gateway", "interrupt", "mcp", "queues", "review", "runs", "sim")
+    for name in (
+        "app",
+        "budget",
+        "common",
+        "dashboard",
+        "gateway",
+        "interrupt",
+        "mcp",
+        "queues",
+        "review",
+        "runs",
+        "sim",
+    )
 }
 
 
@@ -107,7 +119,9 @@ def test_the_help_of_the_cli_loads_no_engine_nor_any_heavy_package() -> None:
     assert not [m for m in mods if m.split(".")[0] in heavy]
 
 
-@pytest.mark.parametrize("command", [("deploy",), ("status",), ("queues", "simulate"), ("budget", "raise")])
+@pytest.mark.parametrize(
+    "command", [("deploy",), ("status",), ("queues", "simulate"), ("budget", "raise"), ("dashboard",)]
+)
 def test_the_help_of_a_command_loads_no_engine(command: tuple[str, ...]) -> None:
     mods = _cli_help(*command)
     assert {m for m in mods if m.startswith("agent_fleet")} <= _CLI
