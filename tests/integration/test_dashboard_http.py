@@ -180,3 +180,64 @@ def test_dashboard_command_serves_a_local_store(tmp_path: Path) -> None:
     bad = subprocess.run([*cmd[:-3], "--host", "0.0.0.0"], env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "loopback" in bad.stderr
+
+
+@pytest.fixture
+async def served_with_review(store: tuple[SessionLog, str]) -> AsyncIterator[str]:
+    from agent_fleet.cli.dashboard import _LogDesk
+
+    _, url = store
+    log = open_store(url)
+    async with log:
+        reader = FleetReader(log, options=ReaderOptions(interval=0.05))
+        runner = web.AppRunner(dashboard_app(reader, _LogDesk(log, None)))
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        try:
+            yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+        finally:
+            await runner.cleanup()
+
+
+async def test_review_queue_and_a_decision_from_the_dashboard(
+    served_with_review: str, store: tuple[SessionLog, str]
+) -> None:
+    writer, _ = store
+    sids = await create_run(writer, "run-a", 2)
+    await writer.emit_event(sids[1], EventType.SESSION_PAUSED, {"reason": "budget"})
+    base = served_with_review
+    item = f"paused:{sids[1]}"
+    ok_headers = {"X-Fleet-Dashboard": "1", "Origin": base}
+    async with aiohttp.ClientSession() as http:
+        status, queue = await _json(http, base + "/api/runs/run-a/review")
+        assert status == 200
+        assert [(i["id"], i["status"]) for i in queue["items"]] == [(item, "open")]
+        decision = {"item": item, "decision": "approve", "note": "raised by hand"}
+        # a cross-site post (no header, or another origin) is refused and records nothing
+        for headers in ({}, {"X-Fleet-Dashboard": "1", "Origin": "http://evil.example"}):
+            async with http.post(base + "/api/review", json=decision, headers=headers) as resp:
+                assert resp.status == 403 and (await resp.json())["error"]["status"] == 403
+        async with http.post(base + "/api/review", json={**decision, "decision": "maybe"}, headers=ok_headers) as resp:
+            assert resp.status == 400
+        async with http.post(
+            base + "/api/review", json={**decision, "item": "paused:run-zzz.s00001"}, headers=ok_headers
+        ) as resp:
+            assert resp.status == 404
+        async with http.post(base + "/api/review", json=decision, headers=ok_headers) as resp:
+            assert resp.status == 200
+            done = await resp.json()
+        assert done["event"]["type"] == EventType.REVIEW_DECISION
+        status, queue = await _json(http, base + "/api/runs/run-a/review")
+        assert [(i["id"], i["status"], i["note"]) for i in queue["items"]] == [(item, "approved", "raised by hand")]
+        status, body = await _json(http, base + "/api/runs/run-zzz/review")
+        assert status == 404 and "run-zzz" in body["error"]["message"]
+    decisions = [e for e in await writer.get_events("run-a") if e.type == EventType.REVIEW_DECISION]
+    assert len(decisions) == 1 and decisions[0].data["decision"] == "approve"
+
+
+async def test_without_a_desk_there_is_no_review_queue(served: str) -> None:
+    async with aiohttp.ClientSession() as http:
+        status, body = await _json(http, served + "/api/runs/run-a/review")
+        assert status == 404 and "review" in body["error"]["message"]
+        async with http.post(served + "/api/review", json={}, headers={"X-Fleet-Dashboard": "1"}) as resp:
+            assert resp.status == 404

@@ -7,13 +7,43 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from agent_fleet.cli.common import STORE_OPTION, die, run_async
 from agent_fleet.errors import UsageError
 
+if TYPE_CHECKING:
+    from agent_fleet.session.port import SessionLog
+
 __all__ = ["register"]
+
+
+class _LogDesk:
+    """The review queue of the store's runs, through the supervision plane (as ``agent-fleet review``)."""
+
+    def __init__(self, log: SessionLog, config: str | None) -> None:
+        self._log = log
+        self._config = config
+
+    async def queue(self, run_id: str) -> dict[str, Any]:
+        from agent_fleet.cli.review import _policy
+        from agent_fleet.supervise import load_review, queue_counts
+
+        items = await load_review(self._log, run_id, await _policy(self._log, run_id, self._config))
+        return {"run_id": run_id, "counts": queue_counts(items), "items": [i.to_dict() for i in items]}
+
+    async def decide(self, item_id: str, decision: str, note: str | None) -> dict[str, Any]:
+        from agent_fleet.cli.review import _policy
+        from agent_fleet.supervise import Decision, decide, run_of_item
+
+        run_id = run_of_item(item_id)
+        if run_id is None:
+            raise UsageError(f"{item_id!r} is not a review item id (KIND:SUBJECT)")
+        policy = await _policy(self._log, run_id, self._config)
+        item, event = await decide(self._log, item_id, Decision(decision), note, policy)
+        return {"item": item.to_dict(), "event": event.to_dict()}
 
 
 def dashboard_cmd(
@@ -25,6 +55,7 @@ def dashboard_cmd(
     ),
     top_k: int = typer.Option(20, "--top-k", help="Sessions exported in fleet_session_budget_used_ratio."),
     runs: int = typer.Option(50, "--runs", help="Newest runs followed."),
+    config: str | None = typer.Option(None, "--config", help="fleet.yaml whose supervision: thresholds apply."),
     open_browser: bool = typer.Option(False, "--open", help="Open the page in a browser."),
     as_json: bool = typer.Option(False, "--json", help="Print the URLs as one JSON line."),
 ) -> None:
@@ -50,7 +81,7 @@ def dashboard_cmd(
         log = open_store(resolve_store_url(store))
         async with log:
             reader = FleetReader(log, options=ReaderOptions(near_budget=near_budget, top_k=top_k, runs=runs))
-            runner = web.AppRunner(dashboard_app(reader), handle_signals=False, access_log=None)
+            runner = web.AppRunner(dashboard_app(reader, _LogDesk(log, config)), handle_signals=False, access_log=None)
             await runner.setup()
             try:
                 site = web.TCPSite(runner, host, port)

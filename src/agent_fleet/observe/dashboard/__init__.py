@@ -8,10 +8,12 @@ from agent_fleet.observe.dashboard.app import add_routes, dashboard_app, static_
 from agent_fleet.observe.dashboard.exposition import exposition
 from agent_fleet.observe.dashboard.overview import overview, run_detail
 from agent_fleet.observe.dashboard.reader import FleetReader, ReaderOptions, team_of
+from agent_fleet.observe.dashboard.review import ReviewDesk
 
 __all__ = [
     "FleetReader",
     "ReaderOptions",
+    "ReviewDesk",
     "add_routes",
     "dashboard_app",
     "exposition",

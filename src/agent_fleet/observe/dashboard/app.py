@@ -8,6 +8,8 @@ Routes (relative to where it is mounted; the page uses relative URLs, so a prefi
   sessions; ``GET /api/sessions/{session}/events?after=SEQ`` a session's events
 * ``GET /api/stream[?run=RUN]`` Server-Sent Events: ``overview`` (and ``run`` when asked) on every refresh
 * ``GET /api/sessions/{session}/stream?after=SEQ`` Server-Sent Events: ``events``, each batch of new events
+* ``GET /api/runs/{run}/review`` a run's review queue; ``POST /api/review`` ``{item, decision, note?}``
+  records a decision (with a :class:`~.review.ReviewDesk`; :mod:`.review` says how it is guarded)
 
 Errors are one JSON shape: ``{"error": {"status": N, "message": "..."}}``.
 """
@@ -26,6 +28,7 @@ from aiohttp import web
 from agent_fleet.observe.dashboard.exposition import exposition
 from agent_fleet.observe.dashboard.overview import overview, run_detail
 from agent_fleet.observe.dashboard.reader import FleetReader
+from agent_fleet.observe.dashboard.review import ReviewDesk, add_review_routes
 
 __all__ = ["READER", "add_routes", "dashboard_app", "static_root"]
 
@@ -164,8 +167,9 @@ async def _json_errors(
         return _error(exc.status, exc.reason)
 
 
-def add_routes(app: web.Application, reader: FleetReader) -> None:
-    """Put the dashboard's routes on ``app`` (a server's root application, or its own)."""
+def add_routes(app: web.Application, reader: FleetReader, review: ReviewDesk | None = None) -> None:
+    """Put the dashboard's routes on ``app`` (a server's root application, or its own); with ``review``,
+    the review queue's too (:mod:`.review`)."""
     app[READER] = reader
     app[_CLOSING] = closing = asyncio.Event()
 
@@ -181,10 +185,11 @@ def add_routes(app: web.Application, reader: FleetReader) -> None:
     app.router.add_get("/api/runs/{run_id}", _run)
     app.router.add_get("/api/sessions/{session_id}/events", _events)
     app.router.add_get("/api/sessions/{session_id}/stream", _session_stream)
+    add_review_routes(app, review)
 
 
-def dashboard_app(reader: FleetReader) -> web.Application:
+def dashboard_app(reader: FleetReader, review: ReviewDesk | None = None) -> web.Application:
     """The dashboard as an application of its own: run it, or ``parent.add_subapp("/dash/", it)``."""
     app = web.Application(middlewares=[_json_errors])
-    add_routes(app, reader)
+    add_routes(app, reader, review)
     return app

@@ -123,6 +123,54 @@
     });
   }
 
+  // -- the run's review queue (exceptions to look at; a decision is a review_decision event) --------
+  let reviewTimer = null;
+  async function loadReview() {
+    const run = state.run;
+    if (!run) return;
+    const resp = await fetch("api/runs/" + encodeURIComponent(run) + "/review");
+    if (!resp.ok || run !== state.run) { $("review").hidden = true; return; }
+    const q = await resp.json();
+    $("review").hidden = false;
+    $("review-counts").textContent = Object.entries(q.counts || {}).map(([k, v]) => v + " " + k).join(", ");
+    fill($("review-items").tBodies[0], q.items, (item) => {
+      const tr = document.createElement("tr");
+      tr.dataset.item = item.id;
+      cell(tr, item.kind); cell(tr, item.subject); cell(tr, item.reason, "task");
+      cell(tr, item.status + (item.note ? " (" + item.note + ")" : ""), "review-" + item.status);
+      const td = cell(tr, "");
+      if (item.status === "open") {
+        for (const decision of ["approve", "reject"]) {
+          const b = document.createElement("button");
+          b.textContent = decision;
+          b.dataset.decision = decision;
+          b.addEventListener("click", () => decide(item.id, decision));
+          td.appendChild(b);
+        }
+      }
+      return tr;
+    });
+  }
+  async function decide(item, decision) {
+    const note = $("review-note").value.trim() || null;
+    const resp = await fetch("api/review", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Fleet-Dashboard": "1" },
+      body: JSON.stringify({ item, decision, note }),
+    });
+    $("review-error").textContent = resp.ok ? "" : (await resp.json()).error.message;
+    $("review-note").value = "";
+    await loadReview();
+  }
+  function followReview() {
+    if (reviewTimer) clearInterval(reviewTimer);
+    reviewTimer = null;
+    $("review").hidden = true;
+    if (!state.run) return;
+    loadReview();
+    reviewTimer = setInterval(loadReview, 5000);
+  }
+
   // -- session → event log ----------------------------------------------------------------------------
   function openSession(sid) {
     if (state.sessionStream) state.sessionStream.close();
@@ -178,6 +226,7 @@
       $("run-panel").hidden = !run;
       $("sessions").tBodies[0].replaceChildren();
       connect();
+      followReview();
     }
     if (session !== state.session) {
       state.session = session;
