@@ -110,3 +110,70 @@ def test_dashboard_shows_a_live_run_and_a_sessions_events(slow_cli: Cli, tmp_pat
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 proc.wait(30)
+
+
+def _looping_codebase(root: Path) -> Path:
+    src = root / "repo"
+    src.mkdir()
+    for n in range(8):
+        body = f"def f{n}(x):\n    return x + {n}\n"
+        if n == 3:
+            body += "# fleet-sim: loop 20\n"  # the simulated agent re-reads this file, one call a turn
+        (src / f"mod{n:02d}.py").write_text(body)
+    return src
+
+
+@pytest.mark.slow
+def test_a_shape_alarm_is_decided_on_the_dashboard(cli: Cli, tmp_path: Path) -> None:
+    _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    from agent_fleet.domain.events import EventType
+    from agent_fleet.session import open_store
+
+    config = tmp_path / "fleet.yaml"
+    config.write_text(
+        "guards: {repeated_tool_calls: 100, no_progress_turns: 100}\n"
+        "verification: {fraction: 0, minimum: 0}\n"
+        "supervision: {shape: {z_threshold: 3.5}}\n"
+    )
+    args = ("--task", "Review this code", "--input", str(_looping_codebase(tmp_path)), "--agents", "8")
+    code, summary = cli.json("deploy", *args, "--config", str(config), "--embedder", "lexical")
+    assert code == 0, summary
+    run_id = summary["run_id"]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    dashboard = cli.popen("dashboard", "--port", "0", "--json")
+    try:
+        assert dashboard.stdout is not None
+        url = json.loads(dashboard.stdout.readline())["url"]
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{url}#run={run_id}")  # a link straight to the run
+            row = page.wait_for_selector("#review-items tbody tr[data-item^='shape.']", timeout=30_000)
+            assert row is not None
+            item = row.get_attribute("data-item")
+            assert page.inner_text(f"#review-items tr[data-item='{item}'] td:nth-child(4)") == "open"
+            page.fill("#review-note", "a deliberately slow file")
+            page.screenshot(path=str(ARTIFACTS / "5-review-queue.png"), full_page=True)
+            page.click(f"#review-items tr[data-item='{item}'] button[data-decision='approve']")
+            page.wait_for_function(
+                f"document.querySelector(\"#review-items tr[data-item='{item}'] td:nth-child(4)\")"
+                ".textContent.startsWith('approved')",
+                timeout=30_000,
+            )
+            assert page.query_selector(f"#review-items tr[data-item='{item}'] button") is None
+            page.screenshot(path=str(ARTIFACTS / "6-review-approved.png"), full_page=True)
+            browser.close()
+    finally:
+        dashboard.terminate()
+        dashboard.wait(30)
+
+    async def decisions() -> list[dict[str, object]]:
+        async with open_store(cli.store) as log:
+            return [e.data for e in await log.get_events(run_id) if e.type == EventType.REVIEW_DECISION]
+
+    import asyncio
+
+    (decided,) = asyncio.run(decisions())
+    assert (decided["item"], decided["decision"], decided["note"]) == (item, "approve", "a deliberately slow file")

@@ -132,11 +132,18 @@
     if (!resp.ok || run !== state.run) { $("review").hidden = true; return; }
     const q = await resp.json();
     $("review").hidden = false;
-    $("review-counts").textContent = Object.entries(q.counts || {}).map(([k, v]) => v + " " + k).join(", ");
+    $("review-counts").textContent = Object.entries(q.counts || {})
+      .filter(([, v]) => typeof v === "number").map(([k, v]) => v + " " + k).join(", ");
     fill($("review-items").tBodies[0], q.items, (item) => {
       const tr = document.createElement("tr");
       tr.dataset.item = item.id;
-      cell(tr, item.kind); cell(tr, item.subject); cell(tr, item.reason, "task");
+      cell(tr, item.kind);
+      const subject = cell(tr, item.subject);
+      if (item.session_id) {
+        subject.className = "link";
+        subject.addEventListener("click", () => select(run, item.session_id));
+      }
+      cell(tr, item.reason, "task");
       cell(tr, item.status + (item.note ? " (" + item.note + ")" : ""), "review-" + item.status);
       const td = cell(tr, "");
       if (item.status === "open") {
