@@ -41,7 +41,7 @@
   }
   const charts = {
     tokens: chart($("chart-tokens"), [["tokens/s", "#2f6fde"], ["active agents", "#1e8e3e", "n"]]),
-    limit: chart($("chart-limit"), [["concurrency limit", "#c0392b"], ["in flight", "#7b61ff"]]),
+    limit: chart($("chart-limit"), [["concurrency limit", "#c0392b"], ["in the gateway", "#7b61ff"]]),
   };
   window.addEventListener("resize", () => {
     for (const c of Object.values(charts)) c.setSize({ width: Math.max(300, c.root.parentElement.clientWidth - 16), height: 220 });
@@ -72,7 +72,7 @@
     $("cost").textContent = fmt.usd(o.cost_usd);
     $("forecast").textContent = o.forecast_usd ? "forecast " + fmt.usd(o.forecast_usd.low) + " – " + fmt.usd(o.forecast_usd.high) : "no forecast";
     $("limit").textContent = fmt.int(o.concurrency_limit);
-    $("in-flight").textContent = fmt.int(o.in_flight) + " in flight";
+    $("in-flight").textContent = fmt.int(o.in_flight) + " calls in the gateway";
     $("preemptions").textContent = fmt.int(o.preemptions);
     $("near-budget").textContent = fmt.int(o.near_budget.sessions.length);
     $("near-threshold").textContent = "at or above " + fmt.pct(o.near_budget.threshold);
