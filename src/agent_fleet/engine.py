@@ -37,6 +37,7 @@ from agent_fleet.config import load_config
 from agent_fleet.decompose import decompose
 from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions, DispatchStats
 from agent_fleet.dispatch.slots import SessionSlots
+from agent_fleet.domain.accounts import AccountScope
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState
 from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.model import EmbeddingResult
@@ -62,6 +63,7 @@ from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.guards import RunawayGuard
 from agent_fleet.spend.router import demotions, estimate_difficulty
 from agent_fleet.supervise import (
+    ShapeWatch,
     audit_markdown,
     decision_audit,
     queue_counts,
@@ -338,6 +340,7 @@ class Engine:
         )
         self._live.dispatcher = dispatcher
         watcher = RunTicker(self, run_id, slots)
+        watcher.shapes = await self._shape_watch(run_id, options, fresh)
         if not fresh:  # a fresh run has no raise nor result yet; a raise written meanwhile comes with the ticks
             await watcher.apply_recorded()
         # One consumer per dispatch; the aggregator (what is clustered so far) carries over.
@@ -366,9 +369,34 @@ class Engine:
             stop.set()
             live.finish()
             await consumer
+        if watcher.shapes is not None:
+            self._listeners.remove(watcher.shapes.heard)
         await watcher.store_snapshot()
         await self.flush_routes()
         return dispatcher.stats
+
+    async def _shape_watch(self, run_id: str, options: RunOptions, fresh: bool) -> ShapeWatch | None:
+        """With fleet.yaml ``supervision.shape.pause``: the run's live shape tallies (seeded from the
+        log on resume), which the ticker asks for sessions to pause."""
+        policy = load_config(options.config_path).supervision.shape
+        if not policy.pause:
+            return None
+        watch = ShapeWatch(run_id, policy)
+        if not fresh:
+            watch.heard(await self.log.events_of_run(run_id, _SHAPE_WATCH_TYPES))
+        self._listeners.append(watch.heard)
+        return watch
+
+    async def pause_outliers(self, run_id: str, watch: ShapeWatch) -> None:
+        """Pause every running session the watch names, through its budget: its token cap becomes what it
+        has spent, so its next call is refused and it pauses (never killed); ``budget raise`` lets it go on."""
+        alarms = watch.due()
+        for a in alarms:
+            sid = a.session_id or ""
+            spent = self.gateway.book.account(AccountScope.SESSION, sid).spent_tokens
+            self.gateway.set_session_budget(sid, tokens=max(1, spent))
+        if alarms:
+            await self.log.emit_events(run_id, [(EventType.ALARM, {**a.to_event(), "paused": True}) for a in alarms])
 
     def hands_for(self, partition: Partition, root: str | None) -> Hands:
         if self.workforce is not None:
@@ -521,6 +549,18 @@ class _MeteredEmbeddings:
         data = {"calls": self.calls, "usage": self.usage.to_dict(), "cost_usd": str(self.cost)}
         self.usage, self.cost, self.calls = Usage(), Decimal(0), 0
         return data
+
+
+_SHAPE_WATCH_TYPES = (
+    EventType.SESSION_CREATED,
+    EventType.MODEL_RESPONSE,
+    EventType.TOOL_CALL,
+    EventType.SESSION_STARTED,
+    EventType.SESSION_RESUMED,
+    EventType.SESSION_PAUSED,
+    EventType.SESSION_COMPLETED,
+    EventType.SESSION_FAILED,
+)
 
 
 def _limits(options: RunOptions) -> Limits:

@@ -17,6 +17,7 @@ from agent_fleet.spend.gateway import apply_budget_event
 
 if TYPE_CHECKING:
     from agent_fleet.engine import Engine
+    from agent_fleet.supervise import ShapeWatch
 
 __all__ = ["RunTicker"]
 
@@ -44,6 +45,7 @@ class RunTicker:
         self._session_version: dict[str, int] = {}
         self._ran_under: dict[str, tuple[int, int]] = {}  # session → budget version it last ran under
         self.live: LiveDedup | None = None
+        self.shapes: ShapeWatch | None = None  # supervision.shape.pause: sessions far off the run's shape
 
     def _version(self, sid: str) -> tuple[int, int]:
         return (self._run_version, self._session_version.get(sid, 0))
@@ -117,6 +119,8 @@ class RunTicker:
             await asyncio.sleep(self.TICK)
             await self.store_snapshot()
             await self._engine.flush_routes()
+            if self.shapes is not None:
+                await self._engine.pause_outliers(self._run_id, self.shapes)
             await self.tick(runs, dispatcher, partitions, tg)
 
     async def _unblocked(self, sid: str) -> bool:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         recent_model_signals,
         record_shape_alarms,
     )
+    from agent_fleet.supervise.watch import ShapeWatch
 
 __all__ = [
     "Decision",
@@ -33,6 +34,7 @@ __all__ = [
     "ReviewKind",
     "ReviewStatus",
     "ShapeAlarm",
+    "ShapeWatch",
     "audit_markdown",
     "decide",
     "decision_audit",
@@ -50,6 +52,7 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
+        "ShapeWatch": "agent_fleet.supervise.watch",
         "audit_markdown": "agent_fleet.supervise.audit",
         "decision_audit": "agent_fleet.supervise.audit",
         "model_signals": "agent_fleet.supervise.quality",
