@@ -384,6 +384,8 @@ class Engine:
         watch = ShapeWatch(run_id, policy)
         if not fresh:
             watch.heard(await self.log.events_of_run(run_id, _SHAPE_WATCH_TYPES))
+            alarms = [e.data for e in await self.log.get_events(run_id) if e.type == EventType.ALARM]
+            watch.recorded([f"{a.get('kind')}:{a.get('subject')}" for a in alarms])
         self._listeners.append(watch.heard)
         return watch
 

@@ -14,13 +14,13 @@ from .conftest import Cli
 LOOPS = 20
 
 
-def _codebase(root: Path, files: int) -> Path:
+def _codebase(root: Path, files: int, *, loops: int = LOOPS) -> Path:
     src = root / "repo"
     src.mkdir()
     for n in range(files):
         body = f"def f{n}(x):\n    return x + {n}\n"
         if n == 3:
-            body += f"# fleet-sim: loop {LOOPS}\n"  # the simulated agent re-reads this file, one call a turn
+            body += f"# fleet-sim: loop {loops}\n"  # the simulated agent re-reads this file, one call a turn
         (src / f"mod{n:02d}.py").write_text(body)
     return src
 
@@ -85,3 +85,44 @@ async def test_a_looping_session_raises_a_shape_alarm_that_a_human_decides(tmp_p
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no review item" in proc.stderr
     proc = cli.run("review", "approve")
     assert proc.returncode == 2 and "needs an item id" in proc.stderr
+
+
+async def test_the_pause_policy_pauses_a_looping_session_until_its_budget_is_raised(tmp_path: Path, cli: Cli) -> None:
+    loops = 80
+    config = tmp_path / "fleet.yaml"
+    config.write_text(
+        "guards: {repeated_tool_calls: 100, no_progress_turns: 100, max_turns: 200}\n"
+        "verification: {fraction: 0, minimum: 0}\n"
+        "supervision: {shape: {pause: true}}\n"
+    )
+    src = _codebase(tmp_path, 8, loops=loops)
+    args = ("--task", "Review this code", "--input", str(src), "--agents", "8", "--config", str(config))
+    code, summary = cli.json("deploy", *args, "--embedder", "lexical")
+    assert code == 3, summary  # stopped with a session paused (resumable)
+    run_id = summary["run_id"]
+    assert summary["sessions"]["paused"] == 1 and summary["sessions"]["completed"] == 7
+    async with open_store(cli.store) as log:
+        (alarm,) = [e.data for e in await log.get_events(run_id) if e.type == EventType.ALARM]
+        looping = alarm["session_id"]
+        paused = [e.data for e in await log.get_events(looping) if e.type == EventType.SESSION_PAUSED]
+        reads = len(await log.events_of_run(run_id, [EventType.TOOL_CALL]))
+    assert alarm["kind"] == "shape.outlier" and alarm["paused"] is True
+    assert [p["reason"] for p in paused] == ["budget"]
+    assert reads < 7 * 2 + loops  # it was stopped before its loop ended
+    listing = json.loads(cli.run("review", run_id, "--json").stdout)
+    assert sorted((i["kind"], i["session_id"]) for i in listing["items"]) == [
+        ("paused", looping),
+        ("shape", looping),
+    ]
+
+    proc = cli.run("budget", "raise", looping, "--tokens", "10000000")
+    assert proc.returncode == 0, proc.stderr
+    code, again = cli.json("resume", run_id)
+    assert code == 0, again
+    async with open_store(cli.store) as log:
+        ran = [e for e in await log.get_events(looping) if e.type == EventType.TOOL_CALL]
+        alarms = [e for e in await log.get_events(run_id) if e.type == EventType.ALARM]
+    assert sum("mod03.py" in e.data["arguments"] for e in ran) == loops and len(alarms) == 1
+    listing = json.loads(cli.run("review", run_id, "--all", "--json").stdout)
+    statuses = {i["kind"]: i["status"] for i in listing["items"]}
+    assert statuses == {"paused": "resolved", "shape": "open"}

@@ -44,6 +44,10 @@ class ShapeWatch:
                 self._stopped.discard(sid)
             self._changed = True
 
+    def recorded(self, keys: Sequence[str]) -> None:
+        """Alarms the log already holds (a resumed run): a session a human let go on is not paused again."""
+        self._alarmed.update(keys)
+
     def due(self) -> list[ShapeAlarm]:
         """Outliers among the running sessions not named before (nothing when no event came since)."""
         if not self._changed:

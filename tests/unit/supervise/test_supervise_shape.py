@@ -101,3 +101,25 @@ def test_shapes_fold_one_event_at_a_time() -> None:
     shape = session_shapes(log.events)[sid]
     assert (shape.turns, shape.tool_calls, shape.tokens, shape.est_tokens) == (2, 3, 100, 50)
     assert shape.top_repeat == ('grep({"pattern":"x"})', 3)
+
+
+def test_the_live_watch_names_a_running_outlier_once_and_never_a_stopped_one() -> None:
+    from agent_fleet.supervise import ShapeWatch
+
+    log = Log()
+    for n in range(6):
+        _normal(log, n)
+    loop = log.session(6, turns=12, calls=[("read_file", {"path": "f6.py"})] * 12)
+    done = log.session(7, turns=30, calls=[])
+    log.add(done, EventType.SESSION_COMPLETED)
+    watch = ShapeWatch(RUN, ShapePolicy())
+    watch.heard([Event("run-other.s00000", 1, EventType.MODEL_RESPONSE, 0.0, {})])  # another run: ignored
+    watch.heard(log.events)
+    assert [a.session_id for a in watch.due()] == [loop]
+    assert watch.due() == []  # nothing new heard
+    watch.heard([Event(loop, 99, EventType.MODEL_RESPONSE, 0.0, {})])
+    assert watch.due() == []  # named once
+    again = ShapeWatch(RUN, ShapePolicy())
+    again.heard(log.events)
+    again.recorded([f"shape.outlier:{loop}"])
+    assert again.due() == []

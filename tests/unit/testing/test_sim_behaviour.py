@@ -243,3 +243,18 @@ def test_more_findings_than_one_submit_holds_are_submitted_over_several_turns() 
         messages.append(assistant(reply.calls, f"s{turn}-"))
         messages.append(tool_result(f"s{turn}-0", "ok"))
     assert sizes == [MAX_ITEMS_PER_SUBMIT, 300 - MAX_ITEMS_PER_SUBMIT]
+
+
+def test_a_loop_marker_makes_the_agent_read_the_same_file_again() -> None:
+    content = "x = 1\n# fleet-sim: loop 3\n"
+    messages: list[dict[str, Any]] = [files_task(["a.py"])]
+    reads = 0
+    for turn in range(10):
+        reply = decide(from_openai(request(messages)))
+        names = [n for n, _ in reply.calls]
+        if names != ["read_file"]:
+            break
+        assert reply.calls[0][1] == {"path": "a.py"}
+        reads += 1
+        messages += [assistant(reply.calls, f"t{turn}-"), tool_result(f"t{turn}-0", content)]
+    assert reads == 3 and names == ["finish"]
