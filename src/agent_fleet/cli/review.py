@@ -11,15 +11,11 @@ with, else the defaults.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
 from agent_fleet.cli.common import STORE_OPTION, die, print_json, run_async
-
-if TYPE_CHECKING:
-    from agent_fleet.config import SupervisionConfig
-    from agent_fleet.session.port import SessionLog
 
 __all__ = ["register"]
 
@@ -27,33 +23,15 @@ _ACTIONS = ("approve", "reject")
 _RECENT_RUNS = 20
 
 
-async def _policy(log: SessionLog, run_id: str, config: str | None) -> SupervisionConfig:
-    import asyncio
-    import os
-
-    from agent_fleet.config import load_config
-    from agent_fleet.domain.events import EventType
-
-    path = config
-    if path is None:
-        for ev in await log.get_events(run_id):
-            if ev.type == EventType.RUN_CREATED:
-                recorded = (ev.data.get("options") or {}).get("config_path")
-                if recorded and await asyncio.to_thread(os.path.exists, recorded):
-                    path = recorded
-                break
-    return (await asyncio.to_thread(load_config, path)).supervision
-
-
 async def _listing(store: str | None, run_id: str | None, config: str | None, everything: bool) -> dict[str, Any]:
     from agent_fleet.session.store import open_store, resolve_store_url
-    from agent_fleet.supervise import load_review, queue_counts
+    from agent_fleet.supervise import load_review, queue_counts, run_policy
 
     async with open_store(resolve_store_url(store)) as log:
         runs = [run_id] if run_id is not None else [r.session_id for r in await log.list_runs(_RECENT_RUNS)]
         out = []
         for rid in runs:
-            items = await load_review(log, rid, await _policy(log, rid, config))
+            items = await load_review(log, rid, await run_policy(log, rid, config))
             shown = items if everything else [i for i in items if i.open]
             out.append({"run_id": rid, "counts": queue_counts(items), "items": [i.to_dict() for i in shown]})
     if run_id is not None:
@@ -64,13 +42,13 @@ async def _listing(store: str | None, run_id: str | None, config: str | None, ev
 async def _decide(store: str | None, action: str, item_id: str, note: str | None, config: str | None) -> dict[str, Any]:
     from agent_fleet.errors import UsageError
     from agent_fleet.session.store import open_store, resolve_store_url
-    from agent_fleet.supervise import Decision, decide, run_of_item
+    from agent_fleet.supervise import Decision, decide, run_of_item, run_policy
 
     run_id = run_of_item(item_id)
     if run_id is None:
         raise UsageError(f"{item_id!r} is not a review item id (KIND:SUBJECT, as `agent-fleet review` lists them)")
     async with open_store(resolve_store_url(store)) as log:
-        item, event = await decide(log, item_id, Decision(action), note, await _policy(log, run_id, config))
+        item, event = await decide(log, item_id, Decision(action), note, await run_policy(log, run_id, config))
     return {"item": item.to_dict(), "event": event.to_dict()}
 
 

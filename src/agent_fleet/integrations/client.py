@@ -26,6 +26,7 @@ from agent_fleet.errors import SessionNotFound, UsageError
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.options import budget_event_data
 from agent_fleet.session import SessionLog, open_store, resolve_store_url
+from agent_fleet.supervise import load_review, run_policy
 
 __all__ = ["FleetClient", "LocalFleet", "RunOutcome", "check_items", "fleet_client", "items_run", "run_sync"]
 
@@ -99,7 +100,7 @@ class FleetClient(Protocol):
         ...
 
     async def review(self, run_id: str | None = None) -> list[dict[str, Any]]:
-        """What needs a person: paused or failed sessions, runs and results verification flagged."""
+        """The open items of the review queue (:mod:`agent_fleet.supervise`), of one run or the recent ones."""
         ...
 
 
@@ -220,21 +221,8 @@ class LocalFleet:
 
     async def _review_run(self, log: SessionLog, rec: SessionRecord) -> list[dict[str, Any]]:
         rid = rec.session_id
-        items = [
-            {"kind": "session", "run_id": rid, "session_id": s.session_id, "state": str(s.state)}
-            for s in await log.list_sessions(rid)
-            if s.state in (SessionState.PAUSED, SessionState.FAILED)
-        ]
-        summary, out_dir = await self._summary(rid, log)
-        if summary is None:
-            return items
-        if summary.get("needs_review"):
-            items.append({"kind": "run", "run_id": rid, "reason": "verification agreement below its threshold"})
-        for row in await asyncio.to_thread(_read_jsonl, out_dir / "results.jsonl"):
-            verdict = (row.get("verification") or {}).get("verdict")
-            if verdict in ("refute", "unsure"):
-                items.append({"kind": "result", "run_id": rid, "result_id": row["id"], "verdict": verdict})
-        return items
+        items = await load_review(log, rid, await run_policy(log, rid))
+        return [i.to_dict() for i in items if i.open]
 
     async def _run_record(self, log: SessionLog, run_id: str) -> SessionRecord:
         rec = await log.get_session(run_id)

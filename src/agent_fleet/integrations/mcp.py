@@ -10,8 +10,8 @@ Tools (each answers JSON, as text content and as structured content):
 * ``events {session_id, after?}`` → ``{session_id, events}``.
 * ``budget_raise {run_id, tokens?, usd?}`` → the ``budget_raised`` event; a paused run that this server
   is not running is resumed in the background.
-* ``review {run_id?}`` → ``{items}``: paused or failed sessions, runs whose verification needs review,
-  results their verifier refuted or was unsure of.
+* ``review {run_id?}`` → ``{items}``: the open items of the review queue, as ``agent-fleet review
+  --json`` lists them (low-confidence, refuted or unsure results, paused or failed sessions, alarms).
 
 Resources: ``fleet://runs/{run_id}/report.md`` (the run's report) and ``fleet://runs/{run_id}/summary.json``.
 
@@ -177,8 +177,8 @@ def build_server(service: FleetService, *, host: str = "127.0.0.1", port: int = 
 
     @server.tool()
     async def review(run_id: str | None = None) -> dict[str, Any]:
-        """What needs a person: paused or failed sessions, runs whose verification flagged them, and
-        results the verifier refuted or was unsure of (all recent runs without run_id)."""
+        """The open items of the review queue: low-confidence, refuted or unsure results, sessions paused
+        or out of attempts, verification and decision-shape alarms (all recent runs without run_id)."""
         return {"items": await service.fleet.review(run_id)}
 
     @server.resource("fleet://runs/{run_id}/report.md", mime_type="text/markdown")

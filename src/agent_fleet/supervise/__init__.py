@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         load_review,
         recent_model_signals,
         record_shape_alarms,
+        run_policy,
     )
     from agent_fleet.supervise.watch import ShapeWatch
 
@@ -46,6 +47,7 @@ __all__ = [
     "record_shape_alarms",
     "review_queue",
     "run_of_item",
+    "run_policy",
     "shape_alarms",
 ]
 
@@ -64,5 +66,6 @@ __getattr__ = lazy_exports(
         "load_review": "agent_fleet.supervise.store",
         "recent_model_signals": "agent_fleet.supervise.store",
         "record_shape_alarms": "agent_fleet.supervise.store",
+        "run_policy": "agent_fleet.supervise.store",
     },
 )

@@ -6,10 +6,12 @@ Everything it decides comes from the pure functions beside it; this module only 
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Sequence
 from typing import Any
 
-from agent_fleet.config import QualityPolicy, ShapePolicy, SupervisionConfig
+from agent_fleet.config import QualityPolicy, ShapePolicy, SupervisionConfig, load_config
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.quality import ModelSignals
 from agent_fleet.errors import SessionNotFound, UsageError
@@ -20,7 +22,15 @@ from agent_fleet.supervise.quality import SIGNAL_TYPES, model_signals
 from agent_fleet.supervise.queue import AGENT_TYPES, decision_event, review_queue
 from agent_fleet.supervise.shape import shape_alarms
 
-__all__ = ["SHAPE_TYPES", "decide", "load_audit", "load_review", "recent_model_signals", "record_shape_alarms"]
+__all__ = [
+    "SHAPE_TYPES",
+    "decide",
+    "run_policy",
+    "load_audit",
+    "load_review",
+    "recent_model_signals",
+    "record_shape_alarms",
+]
 
 SHAPE_TYPES = (EventType.SESSION_CREATED, EventType.MODEL_RESPONSE, EventType.TOOL_CALL)
 
@@ -30,6 +40,20 @@ async def _run_events(log: SessionLog, run_id: str) -> list[Event]:
     if record is None or record.kind != "run":
         raise SessionNotFound(f"no run {run_id!r} in this store")
     return await log.get_events(run_id)
+
+
+async def run_policy(log: SessionLog, run_id: str, config_path: str | None = None) -> SupervisionConfig:
+    """The ``supervision:`` thresholds for a run: ``config_path``'s, else those of the fleet.yaml the run
+    was deployed with (when it is still there), else the defaults."""
+    path = config_path
+    if path is None:
+        for ev in await _run_events(log, run_id):
+            if ev.type == EventType.RUN_CREATED:
+                recorded = (ev.data.get("options") or {}).get("config_path")
+                if recorded and await asyncio.to_thread(os.path.exists, recorded):
+                    path = recorded
+                break
+    return (await asyncio.to_thread(load_config, path)).supervision
 
 
 async def load_review(log: SessionLog, run_id: str, policy: SupervisionConfig) -> list[ReviewItem]:
