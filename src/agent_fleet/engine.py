@@ -70,6 +70,7 @@ from agent_fleet.supervise import (
     recent_model_signals,
     record_shape_alarms,
     review_queue,
+    store_model_signals,
 )
 from agent_fleet.verification import verify_run
 from agent_fleet.workforce import Workforce
@@ -469,6 +470,7 @@ class Engine:
         review = review_queue(run_id, run_events, events, config.supervision)
         summary["review"] = queue_counts(review)
         summary["decisions"] = audit = decision_audit(run_events, events, review)
+        await store_model_signals(self.log, run_id, events, run_events, now=time.time())
         for ev in run_events:
             if ev.type == EventType.RUN_CREATED and ev.data.get("forecast"):
                 summary["forecast"] = beside_actuals(ev.data["forecast"], summary)

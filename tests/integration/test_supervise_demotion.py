@@ -3,6 +3,7 @@ sessions of the next run, and the demotion is an event of that run."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from agent_fleet.config import ModelConfig
@@ -11,6 +12,7 @@ from agent_fleet.engine import Engine, plan_run
 from agent_fleet.options import RunOptions
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.router import Router
+from agent_fleet.supervise import store_model_signals
 from agent_fleet.testing import FakeProvider, MemorySessionLog
 
 MODELS = [
@@ -20,12 +22,15 @@ MODELS = [
 
 
 async def _earlier_run(log: MemorySessionLog, truncated: int, calls: int) -> None:
+    """A finished run of ``calls`` answers by m-fast, ``truncated`` of them cut at the output limit."""
     await log.emit_event("run-old", EventType.RUN_CREATED, {"task": "t", "options": {}})
     sid = "run-old.s00000"
     await log.emit_event(sid, EventType.SESSION_CREATED, {"run_id": "run-old", "index": 0, "model": "m-fast"})
     for n in range(calls):
         reason = "length" if n < truncated else "stop"
         await log.emit_event(sid, EventType.MODEL_RESPONSE, {"turn": n + 1, "response": {"finish_reason": reason}})
+    # what the engine stores as the run ends
+    await store_model_signals(log, "run-old", await log.events_of_run("run-old"), [], now=time.time())
 
 
 async def _routes(tmp_path: Path, truncated: int) -> tuple[list[str], list[dict[str, object]]]:

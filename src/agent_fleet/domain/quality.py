@@ -38,6 +38,22 @@ class ModelSignals:
     def malformed_rate(self) -> float | None:
         return self.malformed / self.tool_calls if self.tool_calls else None
 
+    def __add__(self, other: ModelSignals) -> ModelSignals:
+        return ModelSignals(
+            self.model,
+            self.calls + other.calls,
+            self.truncated + other.truncated,
+            self.tool_calls + other.tool_calls,
+            self.malformed + other.malformed,
+            self.confirmed + other.confirmed,
+            self.refuted + other.refuted,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSignals:
+        counts = ("calls", "truncated", "tool_calls", "malformed", "confirmed", "refuted")
+        return cls(str(data["model"]), *(int(data.get(k, 0)) for k in counts))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,

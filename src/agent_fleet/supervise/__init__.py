@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         recent_model_signals,
         record_shape_alarms,
         run_policy,
+        store_model_signals,
     )
     from agent_fleet.supervise.watch import ShapeWatch
 
@@ -49,6 +50,7 @@ __all__ = [
     "run_of_item",
     "run_policy",
     "shape_alarms",
+    "store_model_signals",
 ]
 
 __getattr__ = lazy_exports(
@@ -67,5 +69,6 @@ __getattr__ = lazy_exports(
         "recent_model_signals": "agent_fleet.supervise.store",
         "record_shape_alarms": "agent_fleet.supervise.store",
         "run_policy": "agent_fleet.supervise.store",
+        "store_model_signals": "agent_fleet.supervise.store",
     },
 )

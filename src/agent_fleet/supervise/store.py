@@ -18,7 +18,7 @@ from agent_fleet.errors import SessionNotFound, UsageError
 from agent_fleet.session.port import SessionLog
 from agent_fleet.supervise.audit import AUDIT_TYPES, decision_audit
 from agent_fleet.supervise.port import Decision, ReviewItem, ShapeAlarm, run_of_item
-from agent_fleet.supervise.quality import SIGNAL_TYPES, model_signals
+from agent_fleet.supervise.quality import model_signals
 from agent_fleet.supervise.queue import AGENT_TYPES, decision_event, review_queue
 from agent_fleet.supervise.shape import shape_alarms
 
@@ -103,20 +103,36 @@ async def record_shape_alarms(
     return new
 
 
-async def recent_model_signals(
-    log: SessionLog, policy: QualityPolicy, *, now: float, exclude: str | None = None
+def quality_key(run_id: str) -> str:
+    return f"quality/{run_id}"
+
+
+async def store_model_signals(
+    log: SessionLog, run_id: str, agent_events: Sequence[Event], run_events: Sequence[Event], *, now: float
 ) -> dict[str, ModelSignals]:
-    """Signals per model over the last ``policy.runs`` runs, within ``policy.window_s`` of ``now``."""
+    """A finished run's signals per model, kept as a snapshot so later runs read a few numbers per run
+    instead of its every answer."""
+    signals = model_signals(agent_events, run_events, since=0.0)
+    await log.put_snapshot(quality_key(run_id), {"time": now, "models": [s.to_dict() for s in signals.values()]})
+    return signals
+
+
+async def recent_model_signals(log: SessionLog, policy: QualityPolicy, *, now: float) -> dict[str, ModelSignals]:
+    """Signals per model summed over the last ``policy.runs`` runs that recorded theirs (at their end)
+    within ``policy.window_s`` of ``now``."""
     since = now - policy.window_s
-    agent: list[Event] = []
-    streams: list[Event] = []
-    streams_seen: list[str] = []
-    for run in await log.list_runs(policy.runs + 1):
-        if run.session_id == exclude or run.updated_at < since:
-            continue
-        if len(streams_seen) == policy.runs:
+    total: dict[str, ModelSignals] = {}
+    counted = 0
+    for run in await log.list_runs(max(100, 2 * policy.runs)):
+        if counted == policy.runs:
             break
-        streams_seen.append(run.session_id)
-        agent += await log.events_of_run(run.session_id, SIGNAL_TYPES)
-        streams += [e for e in await log.get_events(run.session_id) if e.type == EventType.VERIFICATION]
-    return model_signals(agent, streams, since=since)
+        if run.updated_at < since:
+            continue
+        snap = await log.get_snapshot(quality_key(run.session_id))
+        if snap is None or float(snap.get("time", 0)) < since:
+            continue
+        counted += 1
+        for data in snap.get("models", []):
+            s = ModelSignals.from_dict(data)
+            total[s.model] = total[s.model] + s if s.model in total else s
+    return dict(sorted(total.items()))

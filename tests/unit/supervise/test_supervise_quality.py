@@ -71,3 +71,28 @@ def test_the_router_passes_over_a_demoted_model_for_new_sessions() -> None:
     )
     both = router.route(easy, demoted={"fast": ("x",), "m-mid": ("y",)})
     assert both.name == "fast" and both.reason.endswith("every model left is demoted, using fast")
+
+
+async def test_recent_signals_sum_the_runs_snapshots_within_the_window() -> None:
+    import time
+
+    from agent_fleet.supervise import recent_model_signals, store_model_signals
+    from agent_fleet.testing import MemorySessionLog
+
+    log = MemorySessionLog()
+    await log.open()
+    now = time.time()
+    policy = QualityPolicy(window_s=3600, runs=2)
+    for n, (age, truncated) in enumerate([(7200, 5), (60, 1), (30, 2), (10, 4)]):
+        run = f"run-{n}"
+        await log.emit_event(run, EventType.RUN_CREATED, {"task": "t"})
+        sid = f"{run}.s00000"
+        await log.emit_event(sid, EventType.SESSION_CREATED, {"run_id": run, "index": 0, "model": "m"})
+        for k in range(3):
+            reason = "length" if k < truncated else "stop"
+            await log.emit_event(sid, EventType.MODEL_RESPONSE, {"response": {"finish_reason": reason}})
+        await store_model_signals(log, run, await log.events_of_run(run), [], now=now - age)
+    got = await recent_model_signals(log, policy, now=now)
+    # the two newest runs (3 answers each; 2 and 3 truncated — a run has only 3 answers)
+    assert got == {"m": ModelSignals("m", calls=6, truncated=5)}
+    await log.close()
