@@ -1,6 +1,6 @@
 """The decision-summary audit of a run (pure): what the engine decided, not what the agents said.
 
-* routes — the model each session was first given, and by which rule;
+* routes — the model each session was first given (by the router, else the run's model);
 * escalations — a later route to a higher tier (the gateway's fallback after a failure), and every
   other fallback; model demotions the quality signals caused;
 * pauses and preemptions by reason;
@@ -19,7 +19,7 @@ from agent_fleet.supervise.port import ReviewItem
 
 __all__ = ["AUDIT_TYPES", "audit_markdown", "decision_audit"]
 
-AUDIT_TYPES = (EventType.ROUTE, EventType.SESSION_PAUSED, EventType.SESSION_PREEMPTED)
+AUDIT_TYPES = (EventType.SESSION_CREATED, EventType.ROUTE, EventType.SESSION_PAUSED, EventType.SESSION_PREEMPTED)
 
 
 def _tier(route: dict[str, Any]) -> int:
@@ -36,8 +36,11 @@ def decision_audit(
     escalations = 0
     pauses: Counter[str] = Counter()
     preemptions: Counter[str] = Counter()
+    given: dict[str, str] = {}  # session → the model it was created with (a run without routing tiers)
     for ev in agent_events:
-        if ev.type == EventType.ROUTE:
+        if ev.type == EventType.SESSION_CREATED:
+            given[ev.session_id] = str(ev.data.get("model") or "")
+        elif ev.type == EventType.ROUTE:
             sid = ev.session_id
             if sid not in first_route:
                 first_route[sid] = last_route[sid] = ev.data
@@ -60,6 +63,7 @@ def decision_audit(
         elif ev.type == EventType.SESSION_PREEMPTED:
             preemptions[str(ev.data.get("reason") or "preempted")] += 1
     routes = Counter(str(r.get("name") or r.get("model")) for r in first_route.values())
+    routes.update(m for sid, m in given.items() if sid not in first_route and m)
     demotions = [
         {"model": e.data.get("model"), "reasons": e.data.get("reasons", [])}
         for e in run_events

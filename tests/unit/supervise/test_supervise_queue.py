@@ -110,9 +110,10 @@ def test_the_latest_decision_counts_and_the_audit_shows_it() -> None:
     log.add(S1, EventType.ROUTE, model="m-large", name="deep", tier="complex", reason="fast server error")
     log.add(S2, EventType.ROUTE, model="m-small", name="fast", tier="simple", reason="difficulty 0.2")
     log.add(S2, EventType.SESSION_PREEMPTED, reason="InCohortReclamation", by="other")
+    log.add(S3, EventType.SESSION_CREATED, model="m-run")  # no routing: the run's own model
     log.add(RUN, EventType.MODEL_DEMOTED, model="m-mid", reasons=["truncated answers 40% > 20%"])
     audit = decision_audit(log.run, log.agent_sorted(), list(decided.values()))
-    assert audit["routes"] == {"fast": 2}
+    assert audit["routes"] == {"fast": 2, "m-run": 1}
     assert (audit["fallbacks"], audit["escalations"]) == (1, 1)
     assert audit["pauses"] == {"budget": 1, "repeated_tool_call": 1}
     assert audit["preemptions"] == {"InCohortReclamation": 1}
