@@ -153,8 +153,10 @@ async def test_anthropic_sdk_translated_to_an_openai_provider_through_an_alias(s
 
 async def test_bad_tokens_are_refused(stack: Stack) -> None:
     forged = stack.openai("", key="fgw-czE.0000")
-    with pytest.raises(openai.AuthenticationError):
+    with pytest.raises(openai.AuthenticationError) as refused:
         await forged.chat.completions.create(model="m", messages=MESSAGES)
+    # not to be retried: clients that honour it (the SDKs, Claude Code) give up at once
+    assert refused.value.response.headers.get("x-should-retry") == "false"
     provider_key = stack.openai("", key=PROVIDER_KEY)
     with pytest.raises(openai.AuthenticationError):
         await provider_key.chat.completions.create(model="m", messages=MESSAGES)

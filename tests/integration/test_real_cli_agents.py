@@ -120,7 +120,14 @@ def cli(*args: str, cwd: Path, url: str, timeout: float = 600) -> subprocess.Com
 
 
 def deploy(
-    workdir: Path, url: str, cmd: str, fmt: str, *extra: str, agents: int = AGENTS, config_extra: str = ""
+    workdir: Path,
+    url: str,
+    cmd: str,
+    fmt: str,
+    *extra: str,
+    agents: int = AGENTS,
+    config_extra: str = "",
+    codes: tuple[int, ...] = (0, 3),
 ) -> dict[str, Any]:
     config = workdir / "fleet.yaml"
     config.write_text(
@@ -147,7 +154,7 @@ def deploy(
         cwd=workdir,
         url=url,
     )
-    assert proc.returncode in (0, 3), proc.stderr[-3000:]
+    assert proc.returncode in codes, proc.stderr[-3000:]
     assert KEY not in proc.stdout + proc.stderr
     summary: dict[str, Any] = json.loads(proc.stdout)
     summary["exit_code"] = proc.returncode
@@ -291,11 +298,9 @@ def test_aider_fleet_distinct_findings_are_distinct_results(workdir: Path, sim_u
     agents = TEN
     files = make_repo(workdir / "repo", 3 * agents)
     sim(sim_url, "/sim/reset", post=True)
-    cmd = (
-        f"{aider} --model openai/gpt-4.1-mini --message {{task}} --analytics-log {{analytics_log}} "
-        "--no-git --yes-always --no-pretty --no-stream $(cat {partition})"
+    summary = deploy(
+        workdir, sim_url, AIDER_CMD.replace("{aider}", aider), "aider", "--budget-tokens", "10000000", agents=agents
     )
-    summary = deploy(workdir, sim_url, cmd, "aider", "--budget-tokens", "10000000", agents=agents)
     bill = sim(sim_url, "/sim/stats")
     assert summary["status"] == "completed" and summary["sessions"]["completed"] == agents
     assert (summary["tokens"]["input"], summary["tokens"]["output"]) == (bill["tokens_in"], bill["tokens_out"])
@@ -343,3 +348,32 @@ def test_codex_fleet_completes_and_metering_equals_the_bill(workdir: Path, sim_u
         assert bill["requests"]["/v1/responses"] == {"200": calls}, bill["requests"]
     else:
         assert "/v1/responses" not in bill["requests"], bill["requests"]
+
+
+AIDER_CMD = (
+    "{aider} --model openai/gpt-4.1-mini --message {task} --analytics-log {analytics_log} "
+    "--no-git --yes-always --no-pretty --no-stream $(cat {partition})"
+)
+
+
+@pytest.mark.parametrize("fmt", ["claude", "codex", "aider"])
+def test_an_authentication_error_fails_the_attempt(workdir: Path, sim_url: str, fmt: str) -> None:
+    """A CLI refused by the gateway (a key it never issued) fails its attempt with the tool's error, even
+    where the tool exits 0 after it (aider); no result is taken from its error text."""
+    if fmt == "claude":
+        cmd = f"{program('FLEET_TEST_CLAUDE', 'npm/node_modules/.bin/claude')} -p {CLAUDE_PROMPT} --output-format json"
+    elif fmt == "codex":
+        cmd = CODEX_CMD.replace("{codex}", program("FLEET_TEST_CODEX", "npm/node_modules/.bin/codex"))
+    else:
+        cmd = AIDER_CMD.replace("{aider}", program("FLEET_TEST_AIDER", "aider/bin/aider"))
+    make_repo(workdir / "repo", 2)
+    wrong = "OPENAI_API_KEY=sk-not-issued ANTHROPIC_API_KEY=sk-not-issued "
+    summary = deploy(workdir, sim_url, wrong + cmd, fmt, agents=1, codes=(1,))
+    assert summary["sessions"]["failed"] == 1 and summary["results_raw"] == 0, summary["sessions"]
+    raw = asyncio.run(session_events(workdir, summary["run_id"]))
+    (evs,) = raw.values()
+    # one attempt: another would be refused alike
+    (failed,) = [e.data for e in evs if e.type == EventType.ATTEMPT_FAILED]
+    assert failed["kind"] == "config" and failed["error"].startswith("the CLI agent "), failed
+    assert any(w in failed["error"].lower() for w in ("401", "authenticate")), failed
+    assert not [e for e in evs if e.type in (EventType.RESULT_ITEM, EventType.SESSION_COMPLETED)]

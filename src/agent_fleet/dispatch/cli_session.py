@@ -23,7 +23,9 @@ A CLI that outlives its hard timeout is killed (its whole process group) and the
 ``TimeoutError``, so the dispatcher reassigns the session; no sandbox means the worker failed
 (reassigned too); a non-zero exit or an error the CLI reported (an API or authentication error
 that exited 0 too) is :class:`AttemptFailed`, its message ending in the tail of the command's
-stderr, which is also logged as a warning (the console's line).
+stderr, which is also logged as a warning (the console's line). A refused credential (the tool
+reports a 401 or an authentication error) fails the session at once (``kind: config``): another
+attempt would be refused alike.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any, Protocol
 from agent_fleet.brain.port import SessionView
 from agent_fleet.dispatch.runner import Attempt, AttemptFailed
 from agent_fleet.domain.accounts import AccountScope
+from agent_fleet.domain.attempts import AttemptKind
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.outcomes import Outcome, SessionOutcome
@@ -201,7 +204,8 @@ class CliSessions:
             log.warning("%s attempt %d: the CLI agent %s", sid, attempt.number, out.error)
             if out.timed_out:
                 raise TimeoutError(out.error or "the CLI agent timed out")
-            raise AttemptFailed(f"the CLI agent {out.error}")
+            kind = AttemptKind.CONFIG if out.auth_failed else AttemptKind.AGENT  # a refused key fails at once
+            raise AttemptFailed(f"the CLI agent {out.error}", kind=kind)
         reported: dict[str, Any] = {"usage": out.usage.to_dict()}
         if out.cost_usd is not None:
             reported["cost_usd"] = str(out.cost_usd)

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import UsageError
-from agent_fleet.hands.cli_formats import FORMATS, CliReport, edited_paths, parse_output
+from agent_fleet.hands.cli_formats import FORMATS, CliReport, authentication_failed, edited_paths, parse_output
 from agent_fleet.hands.cli_setup import setup_files
 from agent_fleet.hands.cli_state import CliState, read_own_files, resumed_command
 from agent_fleet.hands.port import CliOutcome, CompletedRun, GatewayAccess, Sandbox, SandboxProvider
@@ -320,6 +320,7 @@ async def run_cli_agent(
         cli_session_id=sid,
         state=state,
         stopped=stopped,
+        auth_failed=authentication_failed(report.error),
     )
 
 

@@ -39,7 +39,15 @@ from typing import Any
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import UsageError
 
-__all__ = ["FORMATS", "CliReport", "edited_paths", "items_from_text", "own_files", "parse_output"]
+__all__ = [
+    "FORMATS",
+    "CliReport",
+    "authentication_failed",
+    "edited_paths",
+    "items_from_text",
+    "own_files",
+    "parse_output",
+]
 
 FORMATS = ("jsonl", "claude", "codex", "aider")
 _ITEM_KEYS = ("title", "body", "category", "confidence", "location")
@@ -53,6 +61,16 @@ _OWN_FILES: dict[str, tuple[str, ...]] = {
     "codex": (".codex/sessions/**/*.jsonl",),
     "aider": (AIDER_HISTORY,),
 }
+
+
+# How the tools word a refused credential: Claude Code "Failed to authenticate. API Error: 401 …", Codex
+# "unexpected status 401 Unauthorized: …", aider "The API provider is not able to authenticate you".
+_AUTH_ERROR = re.compile(r"\b401\b|\bunauthori[sz]ed\b|authenticat|invalid (?:x-)?api[ _-]?key", re.I)
+
+
+def authentication_failed(error: str | None) -> bool:
+    """Whether an error a tool reported is a refused credential: another attempt cannot fix it."""
+    return error is not None and _AUTH_ERROR.search(error) is not None
 
 
 def own_files(fmt: str) -> tuple[str, ...]:

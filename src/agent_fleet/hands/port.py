@@ -160,6 +160,7 @@ class CliOutcome:
     cli_session_id: str | None = None  # the tool's own conversation id
     state: CliState | None = None  # the tool's conversation files as the run left them
     stopped: bool = False  # stopped after a budget refusal
+    auth_failed: bool = False  # the tool reported a refused credential (another attempt cannot fix it)
 
     @property
     def ok(self) -> bool:

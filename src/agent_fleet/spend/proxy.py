@@ -132,6 +132,13 @@ def error_response(
     return web.Response(status=status, body=json.dumps(body).encode(), content_type=_JSON, headers=headers)
 
 
+def token_refusal(fmt: str) -> web.Response:
+    """401 for a request without a token this gateway issued, marked not to be retried: the SDKs
+    (and the CLIs built on them, Claude Code among them) would otherwise retry it for minutes."""
+    headers = {"x-should-retry": "false"}
+    return error_response(fmt, 401, "authentication_error", "invalid or missing gateway token", headers)
+
+
 def budget_refusal(fmt: str, message: str) -> web.Response:
     """402, typed by both SDKs (anthropic ``PaymentRequiredError``; openai status 402, code
     ``budget_exceeded``) and marked not to be retried: only a budget raise lets the call through."""
@@ -189,7 +196,7 @@ class ModelProxy:
     async def handle(self, request: web.Request, fmt: str) -> web.StreamResponse:
         session_id = self._svc.session_of(request)
         if session_id is None:
-            return error_response(fmt, 401, "authentication_error", "invalid or missing gateway token")
+            return token_refusal(fmt)
         raw = await request.read()
         try:
             body = json.loads(raw)

@@ -39,7 +39,7 @@ from aiohttp import web
 
 from agent_fleet.errors import BudgetExhausted, ConfigError, ProviderError, ProviderUnreachable
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
-from agent_fleet.spend.proxy import ModelProxy, budget_refusal, error_response, provider_error
+from agent_fleet.spend.proxy import ModelProxy, budget_refusal, error_response, provider_error, token_refusal
 from agent_fleet.spend.routes import ModelRoutes
 
 __all__ = ["CallObserver", "GatewayService", "SessionTokens"]
@@ -185,7 +185,7 @@ class GatewayService:
     async def _embeddings(self, request: web.Request) -> web.Response:
         session_id = self.session_of(request)
         if session_id is None:
-            return error_response("openai", 401, "authentication_error", "invalid or missing gateway token")
+            return token_refusal("openai")
         try:
             body = json.loads(await request.read())
             if not isinstance(body, dict):
@@ -253,13 +253,13 @@ class GatewayService:
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
         if self.session_of(request) is None:
-            return error_response("anthropic", 401, "authentication_error", "invalid or missing gateway token")
+            return token_refusal("anthropic")
         raw = await request.read()
         return web.json_response({"input_tokens": len(raw) // 4 + 16})
 
     async def _models(self, request: web.Request) -> web.Response:
         if self.session_of(request) is None and not self._is_admin(request):
-            return error_response("openai", 401, "authentication_error", "invalid or missing gateway token")
+            return token_refusal("openai")
         gw = self.gateway
         names = sorted({str(getattr(gw.provider, "model", "")), *gw.routes})
         return web.json_response(

@@ -8,7 +8,7 @@ import pytest
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import UsageError
 from agent_fleet.hands.cli_agents import CliAgentSpec, render_command
-from agent_fleet.hands.cli_formats import items_from_text, parse_output
+from agent_fleet.hands.cli_formats import authentication_failed, items_from_text, parse_output
 
 CLAUDE = {
     "type": "result",
@@ -180,3 +180,15 @@ def test_aider_history_gives_one_result_per_finding_edits_and_errors() -> None:
     assert out.error is not None and out.error.startswith("litellm.AuthenticationError") and out.items == ()
     recovered = failed + "> Tokens: 1k sent, 20 received.\nAll good.\n"
     assert parse_output("aider", "", files={".aider.chat.history.md": recovered}).error is None
+
+
+def test_refused_credentials_as_each_tool_reports_them() -> None:
+    for said in (
+        "Failed to authenticate. API Error: 401 invalid or missing gateway token",  # Claude Code
+        "unexpected status 401 Unauthorized: invalid or missing gateway token, url: http://h/v1/responses",  # Codex
+        "The API provider is not able to authenticate you. Check your API key.",  # aider
+        "Invalid API key · Please run /login",
+    ):
+        assert authentication_failed(said), said
+    for said in (None, "unexpected status 402 Payment Required: token budget exceeded", "error_max_turns", "a4010"):
+        assert not authentication_failed(said), said
