@@ -28,20 +28,18 @@ class _LogDesk:
         self._config = config
 
     async def queue(self, run_id: str) -> dict[str, Any]:
-        from agent_fleet.cli.review import _policy
-        from agent_fleet.supervise import load_review, queue_counts
+        from agent_fleet.supervise import load_review, queue_counts, run_policy
 
-        items = await load_review(self._log, run_id, await _policy(self._log, run_id, self._config))
+        items = await load_review(self._log, run_id, await run_policy(self._log, run_id, self._config))
         return {"run_id": run_id, "counts": queue_counts(items), "items": [i.to_dict() for i in items]}
 
     async def decide(self, item_id: str, decision: str, note: str | None) -> dict[str, Any]:
-        from agent_fleet.cli.review import _policy
-        from agent_fleet.supervise import Decision, decide, run_of_item
+        from agent_fleet.supervise import Decision, decide, run_of_item, run_policy
 
         run_id = run_of_item(item_id)
         if run_id is None:
             raise UsageError(f"{item_id!r} is not a review item id (KIND:SUBJECT)")
-        policy = await _policy(self._log, run_id, self._config)
+        policy = await run_policy(self._log, run_id, self._config)
         item, event = await decide(self._log, item_id, Decision(decision), note, policy)
         return {"item": item.to_dict(), "event": event.to_dict()}
 
