@@ -484,6 +484,7 @@ class Engine:
                     cached_input_tokens=f["cached_input_tokens"],
                     calls=f["calls"],
                     cost_usd=float(f["cost_usd"]),
+                    errors=f.get("errors", {}),
                 )
                 for m, f in figures.per_model.items()
             },

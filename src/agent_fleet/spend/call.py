@@ -28,11 +28,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
 from agent_fleet.capacity import Permit
+from agent_fleet.domain.errors import ADAPTIVE_KINDS, BREAKER_KINDS, error_kind
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ProviderError, ProviderUnreachable, QuotaExhausted, RateLimited
 from agent_fleet.spend.budget import Demand, Reservation
 from agent_fleet.spend.limiter import AdaptiveConcurrency, ConcurrencyLimiter, TokenBucket
-from agent_fleet.spend.meter import error_kind
 from agent_fleet.spend.retry import RetryBudget
 
 if TYPE_CHECKING:
@@ -42,8 +42,6 @@ __all__ = ["CallSlot", "Lane"]
 
 T = TypeVar("T")
 _ZERO = Decimal(0)
-_COUNTS_AS_ERROR = frozenset({"rate_limited", "server", "timeout"})
-_BREAKS = frozenset({"server", "timeout"})
 
 
 @dataclass(slots=True)
@@ -198,9 +196,9 @@ class CallSlot:
                 if lane.tpm is not None:
                     lane.tpm.charge(now, -self.worst_tokens)  # an answered error consumed no tokens
                 gw.meter.error(self.session_id, self.model, kind)
-                if kind in _COUNTS_AS_ERROR:
+                if kind in ADAPTIVE_KINDS:
                     gw._observe(lane, now, error=True)
-                if kind in _BREAKS:
+                if kind in BREAKER_KINDS:
                     # A 429 says "slower", not "broken": the limiter and cooldowns answer it, not the breaker.
                     breaker.record(now, ok=False)
                 retry_after = getattr(exc, "retry_after", None)
@@ -212,6 +210,8 @@ class CallSlot:
                     # The whole window is used up: nobody may send to this model before retry-after.
                     # Other 429s (a concurrency cap, say) hold back only this request's retry.
                     breaker.cool_down(now, retry_after)
+                exc.retried = tuple(self.retried)  # type: ignore[union-attr]  # what the events record
+                exc.model = self.model  # type: ignore[union-attr]
                 if isinstance(exc, QuotaExhausted):
                     gw._exhausted.add(self.model)
                     raise
@@ -220,7 +220,7 @@ class CallSlot:
                 delay = gw.retry.delay(attempt, exc, gw._rand()) if retry else None
                 if delay is None or not lane.retry_budget.try_retry(now):
                     raise
-                self.retried.append(kind)
+                self.retried.append(str(kind))
                 await clock.sleep(delay)
                 continue
             self.on_wire = False

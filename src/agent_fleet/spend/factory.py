@@ -56,12 +56,13 @@ def build_gateway(
     run_id: str | None = None,
     clock: Clock | None = None,
     env: Mapping[str, str] | None = None,
-    timeout: float = 120.0,
+    timeout: float | None = None,
 ) -> Gateway:
     """The gateway for a run (or for ``agent-fleet gateway``). Raises ConfigError on a missing key."""
     cfg = config or FleetConfig()
     env = os.environ if env is None else env
     rl = cfg.rate_limit
+    timeout = timeout or cfg.provider.timeout_s
     baseline = concurrency or rl.baseline_concurrency
     max_conn = max(64, baseline * 2)
     endpoints: dict[tuple[str, str, str, bool | None], ModelProvider] = {}

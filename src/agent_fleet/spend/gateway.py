@@ -31,6 +31,7 @@ from typing import Any
 
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.domain.accounts import AccountScope
+from agent_fleet.domain.errors import error_kind
 from agent_fleet.domain.model import ChatRequest, ChatResponse, EmbeddingResult
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import BudgetExhausted, Overloaded, ProviderUnreachable, QuotaExhausted
@@ -298,11 +299,17 @@ class Gateway:
         if self.router is None:
             return await self._complete_once(session_id, request)
         tried: set[str] = set()
+        failed: tuple[str, ...] = ()  # the kinds of the attempts on models fallen back from
         while True:
             try:
-                return await self._complete_once(session_id, request)
+                response = await self._complete_once(session_id, request)
+                return replace(response, retried=failed + response.retried) if failed else response
             except (QuotaExhausted, BudgetExhausted, Overloaded, ProviderUnreachable) as exc:
                 cause = _fallback_cause(exc)
+                earlier = failed
+                if not isinstance(exc, BudgetExhausted):
+                    failed += (*getattr(exc, "retried", ()), str(error_kind(exc)))
+                exc.retried = earlier + tuple(getattr(exc, "retried", ()))  # type: ignore[union-attr]
                 if cause is None:
                     raise
                 model = self.aliases.get(request.model, request.model) or getattr(self.provider, "model", "")
