@@ -171,7 +171,15 @@ async def test_each_fault_is_counted_under_its_own_kind_everywhere(workdir: Path
         assert written["errors"] == summary_errors
         assert report.summary["errors"] == summary_errors
         assert written["sessions"]["failed"] == 2 and written["status"] != "completed"
-    assert fault in (ErrorKind.AUTH, ErrorKind.FORBIDDEN) or stopped is None
+    if fault in (ErrorKind.AUTH, ErrorKind.FORBIDDEN):  # refused credentials stop the run, resumable
+        assert stopped is not None and stopped.exit_code == 4
+        status = FAULTS[fault][0]
+        assert "refused the credentials: 127.0.0.1" in str(stopped) and f"answered {status}" in str(stopped)
+        assert "\n" not in str(stopped) and KEY not in str(stopped)
+        async with open_store(store) as log:
+            assert not [r for r in await log.list_sessions(run_id) if r.state.terminal]
+    else:
+        assert stopped is None
     assert set(summary_errors) == {str(k) for k in ErrorKind}  # every kind listed, zero included
     assert summary_errors[fault] > 0
     assert {k: n for k, n in summary_errors.items() if n} == {fault: summary_errors[fault]}

@@ -32,6 +32,7 @@ from agent_fleet.domain.errors import ADAPTIVE_KINDS, BREAKER_KINDS, error_kind
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ProviderError, ProviderUnreachable, QuotaExhausted, RateLimited
 from agent_fleet.spend.budget import Demand, Reservation
+from agent_fleet.spend.health import ProviderHealth
 from agent_fleet.spend.limiter import AdaptiveConcurrency, ConcurrencyLimiter, TokenBucket
 from agent_fleet.spend.retry import RetryBudget
 
@@ -56,6 +57,7 @@ class Lane:
     retry_budget: RetryBudget = field(default_factory=RetryBudget)
     auto_rpm: bool = True
     auto_tpm: bool = True
+    health: ProviderHealth | None = None
 
 
 class CallSlot:
@@ -196,6 +198,9 @@ class CallSlot:
                 if lane.tpm is not None:
                     lane.tpm.charge(now, -self.worst_tokens)  # an answered error consumed no tokens
                 gw.meter.error(self.session_id, self.model, kind)
+                if lane.health is not None:
+                    lane.health.failure(now, kind, exc)
+                    exc.outage = lane.health.in_outage(now)  # type: ignore[union-attr]
                 if kind in ADAPTIVE_KINDS:
                     gw._observe(lane, now, error=True)
                 if kind in BREAKER_KINDS:
@@ -227,6 +232,8 @@ class CallSlot:
             now = clock.now()
             gw._observe(lane, now, latency=now - started)
             breaker.record(now, ok=True)
+            if lane.health is not None:
+                lane.health.success(now)
             return answer
 
     def charge(self, usage: Usage) -> Decimal:

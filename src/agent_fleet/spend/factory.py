@@ -139,6 +139,7 @@ def build_gateway(
         requests_per_minute=rl.requests_per_minute,
         tokens_per_minute=rl.tokens_per_minute,
         router=Router(cfg.models) if len(cfg.models) > 1 else None,
+        give_up_after_s=cfg.provider.give_up_after_s,
     )
     for queue, usd in b.queue_usd.items():
         gw.set_queue_budget(queue, usd=usd)

@@ -34,12 +34,13 @@ from agent_fleet.domain.accounts import AccountScope
 from agent_fleet.domain.errors import error_kind
 from agent_fleet.domain.model import ChatRequest, ChatResponse, EmbeddingResult
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import BudgetExhausted, Overloaded, ProviderUnreachable, QuotaExhausted
+from agent_fleet.errors import BudgetExhausted, Overloaded, ProviderDown, ProviderUnreachable, QuotaExhausted
 from agent_fleet.spend.breaker import BreakerConfig, CircuitBreaker
 from agent_fleet.spend.budget import UNSET, Account, BudgetBook
 from agent_fleet.spend.call import CallSlot, Lane
 from agent_fleet.spend.embeddings import embed_through
 from agent_fleet.spend.estimate import PromptEstimator
+from agent_fleet.spend.health import DEFAULT_GIVE_UP_AFTER_S, ProviderHealth
 from agent_fleet.spend.limiter import (
     AdaptiveConcurrency,
     AdaptiveConfig,
@@ -71,6 +72,11 @@ def _fallback_cause(exc: BaseException) -> str | None:
 
 
 _ZERO = Decimal(0)
+
+
+def _named(provider: ModelProvider) -> str:
+    host = getattr(provider, "host", "")
+    return f"{provider.name} ({host})" if host and host not in provider.name else provider.name
 
 
 def _usd(value: Any) -> Decimal | None:
@@ -142,6 +148,7 @@ class Gateway:
         rand: Callable[[], float] | None = None,
         router: Router | None = None,
         on_route: Callable[[str, dict[str, str]], None] | None = None,
+        give_up_after_s: float = DEFAULT_GIVE_UP_AFTER_S,
     ) -> None:
         self.provider = provider
         self.routes: dict[str, ModelProvider] = dict(routes or {})
@@ -175,6 +182,7 @@ class Gateway:
         else:
             self._adaptive_config = adaptive
         self._concurrency = concurrency
+        self._give_up_after_s = give_up_after_s
         self._rpm = requests_per_minute
         self._tpm = tokens_per_minute
         self._lanes: dict[str, Lane] = {}
@@ -205,6 +213,7 @@ class Gateway:
                 tpm=TokenBucket.per_minute(self._tpm, now=now, burst_s=10.0) if self._tpm else None,
                 auto_rpm=self._rpm is None,
                 auto_tpm=self._tpm is None,
+                health=ProviderHealth(_named(provider), self._give_up_after_s),
             )
             if cfg is not None:
                 lane.limiter.total = min(self._concurrency, cfg.baseline)
@@ -235,6 +244,16 @@ class Gateway:
             return False
         s = seen[1]
         return bool(s.remaining_requests == 0 or s.remaining_tokens == 0)
+
+    def provider_down(self) -> ProviderDown | None:
+        """Why the run must stop now (a provider refused the credentials, or has had no success for
+        ``give_up_after_s`` while failing), else None. See :mod:`agent_fleet.spend.health`."""
+        now = self.clock.now()
+        for lane in self._lanes.values():
+            verdict = lane.health.verdict(now) if lane.health is not None else None
+            if verdict is not None:
+                return verdict
+        return None
 
     def provider_for(self, model: str) -> ModelProvider:
         return self.routes.get(model, self.provider) if model else self.provider
