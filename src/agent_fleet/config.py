@@ -46,6 +46,7 @@ __all__ = [
     "TIERS",
     "AutoscaleSettings",
     "BudgetsConfig",
+    "ProviderConfig",
     "FleetConfig",
     "DispatchConfig",
     "GuardsConfig",
@@ -114,6 +115,16 @@ class RateLimitConfig(_Strict):
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
     max_attempts: int = Field(default=4, ge=1)
+
+
+class ProviderConfig(_Strict):
+    """How long one provider request may take, and how long a run goes on without any success.
+
+    ``give_up_after_s``: when calls fail (anything but a 429) and none succeeds for that long, the run
+    stops (exit 4, resumable); refused credentials (401/403) stop it at once."""
+
+    timeout_s: float = Field(default=120.0, gt=0)
+    give_up_after_s: float = Field(default=60.0, gt=0)
 
 
 class RoutingConfig(_Strict):
@@ -241,6 +252,7 @@ class FleetConfig(_Strict):
     routing: RoutingConfig = RoutingConfig()
     budgets: BudgetsConfig = BudgetsConfig()
     rate_limit: RateLimitConfig = RateLimitConfig()
+    provider: ProviderConfig = ProviderConfig()
     guards: GuardsConfig = GuardsConfig()
     prices: dict[str, PriceOverride] = Field(default_factory=dict)
     # What a client asks for (a model id or an fnmatch pattern) -> a `models:` name or a model id.

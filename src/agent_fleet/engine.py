@@ -44,7 +44,14 @@ from agent_fleet.domain.model import EmbeddingResult
 from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import ProviderUnreachable, SessionNotFound, UsageError
+from agent_fleet.errors import (
+    ProviderDown,
+    ProviderError,
+    ProviderUnreachable,
+    SessionNotFound,
+    UsageError,
+    fleet_cause,
+)
 from agent_fleet.forecasting import forecast_for, learned_prior, observed_latency
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
@@ -353,23 +360,37 @@ class Engine:
             live.feed([ResultItem.from_dict(e.data) for e in recorded])
         watcher.live = live
         stop = asyncio.Event()
-        async with asyncio.TaskGroup() as tg:
-            consumer = tg.create_task(live.consume())
-            tg.create_task(slots.run(stop))  # admission cycles (LocalSlots: returns at once)
-            runs = [tg.create_task(dispatcher.run(todo))]
-            poll = tg.create_task(watcher.poll_until(runs, dispatcher, by_sid, tg))
-            while True:
-                # The watcher may add runs while we wait; no await between the check and the cancel.
-                while pending := [t for t in runs if not t.done()]:
-                    await asyncio.wait(pending)
-                poll.cancel()
-                # a raise that came in just as the last session paused still counts
-                if not await watcher.tick(runs, dispatcher, by_sid, tg):
-                    break
+        try:
+            async with asyncio.TaskGroup() as tg:
+                consumer = tg.create_task(live.consume())
+                tg.create_task(slots.run(stop))  # admission cycles (LocalSlots: returns at once)
+                health = tg.create_task(self._watch_provider())
+                runs = [tg.create_task(dispatcher.run(todo))]
                 poll = tg.create_task(watcher.poll_until(runs, dispatcher, by_sid, tg))
-            stop.set()
-            live.finish()
-            await consumer
+                while True:
+                    # The watcher may add runs while we wait; no await between the check and the cancel.
+                    while pending := [t for t in runs if not t.done()]:
+                        await asyncio.wait(pending)
+                    poll.cancel()
+                    # a raise that came in just as the last session paused still counts
+                    if not await watcher.tick(runs, dispatcher, by_sid, tg):
+                        break
+                    poll = tg.create_task(watcher.poll_until(runs, dispatcher, by_sid, tg))
+                health.cancel()
+                stop.set()
+                live.finish()
+                await consumer
+        except BaseExceptionGroup as group:
+            down = fleet_cause(group)
+            if isinstance(down, ProviderError) and down.exit_code == 4:  # refused credentials, from a session
+                down = self.gateway.provider_down() or ProviderDown(str(down))
+            if not isinstance(down, ProviderDown):
+                raise
+            if watcher.shapes is not None:
+                self._listeners.remove(watcher.shapes.heard)
+            await watcher.store_snapshot()  # the figures so far, for status and metrics
+            await self.store_metrics(run_id, self._admission_metrics.get(run_id, b""))
+            raise down from None
         if watcher.shapes is not None:
             self._listeners.remove(watcher.shapes.heard)
         await watcher.store_snapshot()
@@ -400,6 +421,12 @@ class Engine:
             self.gateway.set_session_budget(sid, tokens=max(1, spent))
         if alarms:
             await self.log.emit_events(run_id, [(EventType.ALARM, {**a.to_event(), "paused": True}) for a in alarms])
+
+    async def _watch_provider(self) -> None:
+        """Stop the run (raise ProviderDown) once the gateway says its provider cannot serve it."""
+        while (down := self.gateway.provider_down()) is None:
+            await asyncio.sleep(0.2)
+        raise down
 
     def hands_for(self, partition: Partition, root: str | None) -> Hands:
         if self.workforce is not None:
@@ -484,6 +511,7 @@ class Engine:
                     cached_input_tokens=f["cached_input_tokens"],
                     calls=f["calls"],
                     cost_usd=float(f["cost_usd"]),
+                    errors=f.get("errors", {}),
                 )
                 for m, f in figures.per_model.items()
             },

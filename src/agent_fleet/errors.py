@@ -10,12 +10,17 @@ carries the process exit code the CLI uses for it (SPEC.md, "Exit codes")::
     ├── PlanInvariantError          exit 1  a plan that breaks "every item in exactly one leaf"
     ├── UnreachableError            exit 4
     │   ├── ProviderUnreachable     exit 4  model provider cannot be reached
+    │   │   └── ProviderTimeout     exit 4  it did not answer in time
+    │   ├── ProviderDown            exit 4  the run stops: credentials refused, or no success for too long
     │   └── StoreUnreachable        exit 4  session store cannot be opened
     ├── ProviderError               exit 1  a provider answered with an error
     │   ├── RateLimited                     429 (retryable, carries retry_after)
     │   ├── Overloaded                      500/503/529 (retryable)
     │   ├── QuotaExhausted                  spend/credit exhausted (never retried)
+    │   ├── ProviderAuthError       exit 4  401/403: the credentials are refused (never retried)
+    │   ├── MalformedResponse               a 200 whose body is not the API's shape (never retried)
     │   └── ClientRequestError              other 4xx (never retried)
+    │       └── ModelNotFound               the provider does not serve the model
     ├── BudgetExhausted             exit 3  a budget stops a session (it pauses, it is not killed)
     ├── SessionNotFound             exit 2
     └── StoreError                  exit 4  the store failed while open
@@ -31,9 +36,14 @@ __all__ = [
     "ConfigError",
     "FleetError",
     "InputError",
+    "MalformedResponse",
+    "ModelNotFound",
     "Overloaded",
     "PlanInvariantError",
+    "ProviderAuthError",
+    "ProviderDown",
     "ProviderError",
+    "ProviderTimeout",
     "ProviderUnreachable",
     "QuotaExhausted",
     "RateLimited",
@@ -42,6 +52,7 @@ __all__ = [
     "StoreUnreachable",
     "UnreachableError",
     "UsageError",
+    "fleet_cause",
 ]
 
 
@@ -73,6 +84,15 @@ class UnreachableError(FleetError):
 
 class ProviderUnreachable(UnreachableError):
     pass
+
+
+class ProviderTimeout(ProviderUnreachable):
+    """The provider did not answer in time (the request may or may not have been processed)."""
+
+
+class ProviderDown(UnreachableError):
+    """A run stops because its provider cannot serve it: the credentials were refused, or no call
+    succeeded for longer than the configured bound. The run is resumable."""
 
 
 class StoreUnreachable(UnreachableError):
@@ -116,8 +136,22 @@ class QuotaExhausted(ProviderError):
     pass
 
 
+class ProviderAuthError(ProviderError):
+    """401 or 403 (not a billing refusal): retrying, another session or another minute cannot help."""
+
+    exit_code = 4
+
+
+class MalformedResponse(ProviderError):
+    """The provider answered 200 with a body that is not the API's shape (HTML, another API's JSON)."""
+
+
 class ClientRequestError(ProviderError):
     pass
+
+
+class ModelNotFound(ClientRequestError):
+    """The provider does not serve the model asked for (404 ``model_not_found`` and the like)."""
 
 
 class BudgetExhausted(FleetError):
@@ -128,3 +162,15 @@ class BudgetExhausted(FleetError):
     def __init__(self, message: str, *, scope: str = "session") -> None:
         super().__init__(message)
         self.scope = scope
+
+
+def fleet_cause(exc: BaseException) -> FleetError | None:
+    """The FleetError a task group failed with (the first one, depth first), or None."""
+    if isinstance(exc, FleetError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = fleet_cause(inner)
+            if found is not None:
+                return found
+    return None

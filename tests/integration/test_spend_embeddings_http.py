@@ -16,6 +16,7 @@ from aiohttp import web
 
 from agent_fleet.errors import (
     ClientRequestError,
+    MalformedResponse,
     Overloaded,
     QuotaExhausted,
     RateLimited,
@@ -107,7 +108,7 @@ async def test_openai_provider_maps_errors_like_chat_calls(server: EmbeddingsSer
         with pytest.raises(ClientRequestError) as bad:
             await provider.embed(["a"], "m")
         assert "sk-test-secret" not in str(bad.value)
-        with pytest.raises(Overloaded, match="0 embeddings for 1 inputs"):
+        with pytest.raises(MalformedResponse, match="0 embeddings for 1 inputs"):
             await provider.embed(["a"], "m")
     finally:
         await provider.aclose()

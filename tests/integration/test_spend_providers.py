@@ -13,7 +13,10 @@ from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import (
     ClientRequestError,
     ConfigError,
+    MalformedResponse,
+    ModelNotFound,
     Overloaded,
+    ProviderAuthError,
     ProviderUnreachable,
     QuotaExhausted,
     RateLimited,
@@ -168,6 +171,22 @@ async def test_anthropic_over_http(scripted):
 
 
 @pytest.mark.parametrize(
+    "body",
+    ["<html><body>Sign in</body></html>", {"object": "list", "data": []}, {"choices": []}, {"choices": "x"}],
+)
+async def test_a_200_that_is_not_a_chat_completion_is_a_provider_error(scripted, body):
+    scripted.replies.append((200, body, {}))
+    p = OpenAIProvider(api_key=KEY, base_url=scripted.base_url)
+    try:
+        with pytest.raises(MalformedResponse) as info:
+            await p.complete(ChatRequest(model="m", messages=[{"role": "user", "content": "hi"}]))
+    finally:
+        await p.aclose()
+    assert info.value.status == 200
+    assert "127.0.0.1" in str(info.value) and "answered 200" in str(info.value)
+
+
+@pytest.mark.parametrize(
     ("status", "body", "headers", "expected", "retry_after"),
     [
         (
@@ -196,7 +215,19 @@ async def test_anthropic_over_http(scripted):
         (503, {"error": {"type": "server_is_overloaded", "message": "busy"}}, {"retry-after": "2"}, Overloaded, 2.0),
         (500, "not json at all", {}, Overloaded, None),
         (400, {"error": {"type": "invalid_request_error", "message": "bad tool schema"}}, {}, ClientRequestError, None),
-        (401, {"error": {"type": "authentication_error", "message": f"bad key {KEY}"}}, {}, ClientRequestError, None),
+        (401, {"error": {"type": "authentication_error", "message": f"bad key {KEY}"}}, {}, ProviderAuthError, None),
+        (403, {"error": {"type": "permission_error", "message": "not allowed"}}, {}, ProviderAuthError, None),
+        (403, {"error": {"type": "permission_error", "message": "billing is not set up"}}, {}, QuotaExhausted, None),
+        (
+            404,
+            {"error": {"code": "model_not_found", "message": "The model `x` does not exist"}},
+            {},
+            ModelNotFound,
+            None,
+        ),
+        (404, {"type": "error", "error": {"type": "not_found_error", "message": "model: x"}}, {}, ModelNotFound, None),
+        (400, {"error": {"message": "The model `x` does not exist."}}, {}, ModelNotFound, None),
+        (404, {"error": {"message": "no such route"}}, {}, ClientRequestError, None),
     ],
 )
 async def test_error_mapping(scripted, status, body, headers, expected, retry_after):

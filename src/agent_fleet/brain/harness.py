@@ -28,6 +28,7 @@ from agent_fleet.brain.protocol import (
 )
 from agent_fleet.brain.step import CallModel, Complete, Limits, Pause, RunTool, next_action
 from agent_fleet.brain.view import SessionView
+from agent_fleet.domain.errors import error_kind
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatRequest, ToolCall
 from agent_fleet.domain.outcomes import Outcome, SessionOutcome
@@ -119,7 +120,9 @@ class Harness:
                     "turn": action.turn,
                     "error": str(exc),
                     "status": getattr(exc, "status", 0),
-                    "kind": type(exc).__name__,
+                    "kind": str(error_kind(exc)),
+                    "retried": [str(k) for k in getattr(exc, "retried", ())],
+                    "model": str(getattr(exc, "model", "") or view.model),
                 },
             )
             raise

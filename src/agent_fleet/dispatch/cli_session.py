@@ -138,6 +138,8 @@ class CallRecorder:
                 "turn": tap.turns + 1,
                 "error": str(outcome.get("message", "")),
                 "kind": str(outcome.get("error", "")),
+                "retried": [str(k) for k in outcome.get("retried", ())],
+                "model": str(outcome.get("model", "")),
                 "source": "gateway",
             }
             await self._log.emit_event(session_id, EventType.MODEL_ERROR, data)
@@ -148,7 +150,8 @@ class CallRecorder:
             return
         tap.usage, tap.cost, tap.calls = m.usage, m.cost_usd, m.calls
         tap.turns += 1
-        response = ChatResponse(None, (), usage, "stop", str(outcome.get("model", "")), cost_usd=cost)
+        retried = tuple(str(k) for k in outcome.get("retried", ()))
+        response = ChatResponse(None, (), usage, "stop", str(outcome.get("model", "")), cost_usd=cost, retried=retried)
         data = {"turn": tap.turns, "response": response.to_dict(), "source": "gateway", "calls": calls}
         await self._log.emit_event(session_id, EventType.MODEL_RESPONSE, data)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from agent_fleet.clock import Clock
+from agent_fleet.domain.breaker import BreakerState
 
 __all__ = [
     "BreakerState",
@@ -31,12 +32,6 @@ __all__ = [
     "WorkerHealth",
     "WorkerHealthStats",
 ]
-
-
-class BreakerState(StrEnum):
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
 
 
 class Liveness(StrEnum):

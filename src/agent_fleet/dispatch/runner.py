@@ -156,6 +156,7 @@ class _End:
     kind: str | None = None  # why the attempt ended without an outcome
     error: str = ""
     worker: str = ""
+    outage: bool = False  # the provider was down for everyone: not the session's fault
 
 
 class _Preempted(FleetError):
@@ -340,7 +341,7 @@ class Dispatcher:
                 return await self._preempted(sid, live)
             kind = end.kind or AttemptKind.CRASH
             self.stats.attempts_failed += 1
-            if kind in SESSION_FAULTS:
+            if kind in SESSION_FAULTS and not end.outage:  # an outage ends the run (exit 4), not the session
                 tally.failures += 1
             if kind in WORKER_FAULTS:
                 tally.faults += 1
@@ -417,13 +418,17 @@ class Dispatcher:
         live.task, live.progress, live.moved = task, progress, None
         kind: str | None = None
         error = ""
+        outage = False
         outcome: SessionOutcome | None = None
         try:
             outcome = await task
         except TimeoutError:
             kind, error = AttemptKind.TIMEOUT, f"timed out after {self._opts.session_timeout} s"
         except (ProviderError, UnreachableError) as exc:
+            if exc.exit_code == 4 and isinstance(exc, ProviderError):
+                raise  # refused credentials: no attempt can succeed; the run stops, resumable
             kind, error = AttemptKind.PROVIDER, str(exc)
+            outage = bool(getattr(exc, "outage", False))
         except AttemptFailed as exc:
             kind, error = exc.kind, str(exc)
         except UsageError as exc:  # a misconfigured toolset will not get better on another worker
@@ -451,7 +456,7 @@ class Dispatcher:
         self._settle_lease(live, lease, kind, took)
         if outcome is not None:
             return _End(outcome=outcome)
-        return _End(kind=kind, error=error, worker=lease.worker_id)
+        return _End(kind=kind, error=error, worker=lease.worker_id, outage=outage)
 
     def _settle_lease(self, live: _Live, lease: Lease, kind: str | None, took: float) -> None:
         """Report the attempt to the pool; afterwards ``live.lease`` is the backup, if any."""

@@ -2,11 +2,13 @@
 
 Values that cross planes live here: events and session states, plans, results, usage, session
 outcomes (:mod:`.outcomes`), attempt kinds (:mod:`.attempts`) and account scopes (:mod:`.accounts`).
-The kinds of model-call errors belong here too (``domain.errors``), beside the error tree they classify.
+The kinds of model-call errors live here too (:mod:`.errors`), classifying the error tree.
 """
 
 from agent_fleet.domain.accounts import AccountScope
 from agent_fleet.domain.attempts import AttemptKind
+from agent_fleet.domain.breaker import BreakerState
+from agent_fleet.domain.errors import ErrorKind, error_kind
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState, project_state
 from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSpec
@@ -18,8 +20,10 @@ from agent_fleet.domain.usage import Usage
 __all__ = [
     "AccountScope",
     "AttemptKind",
+    "BreakerState",
     "ChatRequest",
     "ChatResponse",
+    "ErrorKind",
     "Event",
     "EventType",
     "InputKind",
@@ -34,6 +38,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "error_kind",
     "new_run_id",
     "project_state",
     "session_id_for",

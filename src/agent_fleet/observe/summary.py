@@ -1,4 +1,11 @@
-"""Run figures computed from the session log alone, so the summary always equals what the log holds."""
+"""Run figures computed from the session log alone, so the summary always equals what the log holds.
+
+``errors`` counts failed model-call attempts by :class:`~agent_fleet.domain.errors.ErrorKind`, from
+the ``retried`` kinds of ``model_response`` and ``model_error`` events and each ``model_error``'s own
+``kind``: exactly what the gateway's meter counted. ``timeout`` also counts the attempts that hit
+the session's own timeout (``attempt_failed`` kind ``timeout``), as it always has: those the meter
+never sees.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +16,12 @@ from decimal import Decimal
 from typing import Any
 
 from agent_fleet.domain.attempts import AttemptKind
+from agent_fleet.domain.errors import ErrorKind, recorded_kind
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState
 from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.usage import Usage
 
 __all__ = ["RunFigures", "run_figures"]
-
-# How the gateway names retried errors, and how a failed call's error class maps onto them.
-_ERROR_KINDS = {"rate_limited": "rate_limited", "server": "server", "timeout": "timeout"}
-_FAILED_CALL_KIND = {
-    "RateLimited": "rate_limited",
-    "Overloaded": "server",
-    "ProviderUnreachable": "timeout",
-}
 
 
 @dataclass(slots=True)
@@ -56,7 +56,8 @@ class RunFigures:
             "cost_usd": float(self.cost_usd),
             "cost_usd_exact": str(self.cost_usd),
             "llm_calls": self.llm_calls,
-            "errors": {k: self.errors.get(k, 0) for k in ("rate_limited", "server", "timeout")},
+            # every kind, zero included: the same keys as the meter and the fleet_llm_requests metric
+            "errors": {str(k): self.errors.get(k, 0) for k in ErrorKind},
             "per_model": self.per_model,
         }
 
@@ -86,15 +87,16 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
             fig.usage = fig.usage + resp.usage
             fig.cost_usd += resp.cost_usd
             fig.llm_calls += 1
-            for kind in resp.retried:
-                fig.errors[_ERROR_KINDS.get(kind, "server")] += 1
             m = _model_row(fig, resp.model or "unknown")
+            _count_errors(fig, m, resp.retried)
             m["calls"] += 1
             _add_usage(m, resp.usage, resp.cost_usd)
         elif ev.type == EventType.MODEL_ERROR:
-            fig.errors[_FAILED_CALL_KIND.get(str(ev.data.get("kind", "")), "server")] += 1
+            # the attempts retried before the call failed, then the one that ended it
+            m = _model_row(fig, str(ev.data.get("model") or "unknown"))
+            _count_errors(fig, m, (*ev.data.get("retried", ()), ev.data.get("kind")))
         elif ev.type == EventType.ATTEMPT_FAILED and ev.data.get("kind") == AttemptKind.TIMEOUT:
-            fig.errors["timeout"] += 1
+            fig.errors[ErrorKind.TIMEOUT] += 1
         elif ev.type == EventType.RESULT_ITEM:
             fig.results_raw += 1
     return fig
@@ -102,7 +104,14 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
 
 def _model_row(fig: RunFigures, model: str) -> dict[str, Any]:
     row = {"calls": 0, "tokens": 0, "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
-    return fig.per_model.setdefault(model, {**row, "cost_usd": "0"})
+    return fig.per_model.setdefault(model, {**row, "cost_usd": "0", "errors": {}})
+
+
+def _count_errors(fig: RunFigures, row: dict[str, Any], kinds: Sequence[object]) -> None:
+    for value in kinds:
+        kind = recorded_kind(value)
+        fig.errors[kind] += 1
+        row["errors"][str(kind)] = row["errors"].get(str(kind), 0) + 1
 
 
 def _add_usage(row: dict[str, Any], usage: Usage, cost: Decimal) -> None:

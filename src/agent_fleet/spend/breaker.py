@@ -15,15 +15,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from agent_fleet.domain.breaker import BreakerState
 
 __all__ = ["BreakerConfig", "BreakerState", "CircuitBreaker"]
-
-
-class BreakerState(StrEnum):
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,11 +28,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
 from agent_fleet.capacity import Permit
+from agent_fleet.domain.errors import ADAPTIVE_KINDS, BREAKER_KINDS, error_kind
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ProviderError, ProviderUnreachable, QuotaExhausted, RateLimited
 from agent_fleet.spend.budget import Demand, Reservation
+from agent_fleet.spend.health import ProviderHealth
 from agent_fleet.spend.limiter import AdaptiveConcurrency, ConcurrencyLimiter, TokenBucket
-from agent_fleet.spend.meter import error_kind
+from agent_fleet.spend.pacing import HeaderWindow
 from agent_fleet.spend.retry import RetryBudget
 
 if TYPE_CHECKING:
@@ -42,8 +44,6 @@ __all__ = ["CallSlot", "Lane"]
 
 T = TypeVar("T")
 _ZERO = Decimal(0)
-_COUNTS_AS_ERROR = frozenset({"rate_limited", "server", "timeout"})
-_BREAKS = frozenset({"server", "timeout"})
 
 
 @dataclass(slots=True)
@@ -56,8 +56,9 @@ class Lane:
     rpm: TokenBucket | None = None
     tpm: TokenBucket | None = None
     retry_budget: RetryBudget = field(default_factory=RetryBudget)
-    auto_rpm: bool = True
-    auto_tpm: bool = True
+    requests_window: HeaderWindow | None = None  # the provider's own windows, from its headers
+    tokens_window: HeaderWindow | None = None
+    health: ProviderHealth | None = None
 
 
 class CallSlot:
@@ -193,41 +194,66 @@ class CallSlot:
                 answer = await attempt_once()
             except (ProviderError, ProviderUnreachable) as exc:
                 self.on_wire = False
-                now = clock.now()
-                kind = error_kind(exc)
-                if lane.tpm is not None:
-                    lane.tpm.charge(now, -self.worst_tokens)  # an answered error consumed no tokens
-                gw.meter.error(self.session_id, self.model, kind)
-                if kind in _COUNTS_AS_ERROR:
-                    gw._observe(lane, now, error=True)
-                if kind in _BREAKS:
-                    # A 429 says "slower", not "broken": the limiter and cooldowns answer it, not the breaker.
-                    breaker.record(now, ok=False)
-                retry_after = getattr(exc, "retry_after", None)
-                if (
-                    isinstance(exc, RateLimited)
-                    and retry_after
-                    and gw.window_exhausted(self.provider_name, self.model, started)
-                ):
-                    # The whole window is used up: nobody may send to this model before retry-after.
-                    # Other 429s (a concurrency cap, say) hold back only this request's retry.
-                    breaker.cool_down(now, retry_after)
-                if isinstance(exc, QuotaExhausted):
-                    gw._exhausted.add(self.model)
-                    raise
-                if getattr(exc, "sent", False):
-                    raise  # a timeout after sending: it may have been processed, do not send it twice
-                delay = gw.retry.delay(attempt, exc, gw._rand()) if retry else None
-                if delay is None or not lane.retry_budget.try_retry(now):
-                    raise
-                self.retried.append(kind)
-                await clock.sleep(delay)
+                delay, requeue = self._failed(exc, attempt, started, retry=retry)
+                if requeue and self._permit is not None:
+                    # A concurrency cap: wait off the line, then queue for a permit under the learned cap.
+                    permit, self._permit = self._permit, None
+                    lane.limiter.release(permit)
+                    await clock.sleep(delay)
+                    self._permit = await lane.limiter.acquire(self.session_id)
+                else:
+                    await clock.sleep(delay)
                 continue
             self.on_wire = False
             now = clock.now()
             gw._observe(lane, now, latency=now - started)
             breaker.record(now, ok=True)
+            if lane.health is not None:
+                lane.health.success(now)
             return answer
+
+    def _failed(
+        self, exc: ProviderError | ProviderUnreachable, attempt: int, started: float, *, retry: bool
+    ) -> tuple[float, bool]:
+        """Count and judge a failed attempt: (seconds to wait, whether to queue again for a permit)
+        before the next one, or raise ``exc`` when there is none."""
+        gw, lane = self._gw, self.lane
+        now = gw.clock.now()
+        kind = error_kind(exc)
+        self._refund_rate(now)  # an answered error consumed no tokens
+        gw.meter.error(self.session_id, self.model, kind)
+        if lane.health is not None:
+            lane.health.failure(now, kind, exc)
+            exc.outage = lane.health.in_outage(now)  # type: ignore[union-attr]
+        window = gw.window_seen(self.provider_name, self.model, started) if isinstance(exc, RateLimited) else None
+        capped = window == "room"  # a 429 with room in every window: a concurrency cap
+        if capped:
+            gw.learn_cap(lane, now, lane.limiter.statistics().in_use)
+        elif kind in ADAPTIVE_KINDS:
+            gw._observe(lane, now, error=True)
+        breaker = gw._breaker(self.provider_name, self.model)
+        if kind in BREAKER_KINDS:
+            # A 429 says "slower", not "broken": the limiter and cooldowns answer it, not the breaker.
+            breaker.record(now, ok=False)
+        retry_after = getattr(exc, "retry_after", None)
+        if window == "exhausted" and retry_after:
+            # The whole window is used up: nobody may send to this model before retry-after.
+            # Other 429s (a concurrency cap, say) hold back only this request's retry.
+            breaker.cool_down(now, retry_after)
+        exc.retried = tuple(self.retried)  # type: ignore[union-attr]  # what the events record
+        exc.model = self.model  # type: ignore[union-attr]
+        if isinstance(exc, QuotaExhausted):
+            gw._exhausted.add(self.model)
+            raise exc
+        if getattr(exc, "sent", False):
+            raise exc  # a timeout after sending: it may have been processed, do not send it twice
+        delay = gw.retry.delay(attempt, exc, gw._rand()) if retry else None
+        # A retry queued behind the learned cap, or behind a used-up window until its reset, adds no
+        # load: it does not draw on the retry budget (which guards against retry storms).
+        if delay is None or not (window is not None or lane.retry_budget.try_retry(now)):
+            raise exc
+        self.retried.append(str(kind))
+        return delay, capped
 
     def charge(self, usage: Usage) -> Decimal:
         """Settle the reservation with the real usage at list price; returns the cost."""
@@ -236,8 +262,11 @@ class CallSlot:
         if self.reservation is not None and not self.charged:
             gw.book.settle(self.reservation, usage.total_tokens, cost)
             gw.meter.charge(self.session_id, self.model, usage, cost)
+            now = gw.clock.now()
             if self.lane.tpm is not None:
-                self.lane.tpm.charge(gw.clock.now(), usage.total_tokens - self.worst_tokens)
+                self.lane.tpm.charge(now, usage.total_tokens - self.worst_tokens)
+            if self.lane.tokens_window is not None:
+                self.lane.tokens_window.give_back(now, self.worst_tokens - usage.total_tokens)
         self.charged = True
         self.streaming = False
         self.cost = cost
@@ -245,17 +274,20 @@ class CallSlot:
         return cost
 
     async def _take_rate(self) -> None:
-        """Reserve one request and the call's tokens; wait off any debt. Refunded if cancelled while waiting."""
+        """Reserve one request and the call's tokens (configured buckets, the provider's own windows);
+        wait off any debt. Refunded if cancelled while waiting."""
         lane = self.lane
-        if lane.rpm is None and lane.tpm is None:
+        if lane.rpm is None and lane.tpm is None and lane.requests_window is None and lane.tokens_window is None:
             return
         clock = self._gw.clock
         now = clock.now()
         wait = 0.0
-        if lane.rpm is not None:
-            wait = lane.rpm.reserve(now, 1)
-        if lane.tpm is not None:
-            wait = max(wait, lane.tpm.reserve(now, self.worst_tokens))
+        for bucket, amount in ((lane.rpm, 1), (lane.tpm, self.worst_tokens)):
+            if bucket is not None:
+                wait = max(wait, bucket.reserve(now, amount))
+        for window, amount in ((lane.requests_window, 1), (lane.tokens_window, self.worst_tokens)):
+            if window is not None:
+                wait = max(wait, window.reserve(now, amount))
         if wait <= 0:
             return
         try:
@@ -264,6 +296,14 @@ class CallSlot:
             now = clock.now()
             if lane.rpm is not None:
                 lane.rpm.charge(now, -1)
-            if lane.tpm is not None:
-                lane.tpm.charge(now, -self.worst_tokens)
+            if lane.requests_window is not None:
+                lane.requests_window.give_back(now, 1)
+            self._refund_rate(now)
             raise
+
+    def _refund_rate(self, now: float) -> None:
+        """Give the call's reserved tokens back (it was refused, or answered with an error)."""
+        if self.lane.tpm is not None:
+            self.lane.tpm.charge(now, -self.worst_tokens)
+        if self.lane.tokens_window is not None:
+            self.lane.tokens_window.give_back(now, self.worst_tokens)

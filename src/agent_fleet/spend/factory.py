@@ -56,12 +56,13 @@ def build_gateway(
     run_id: str | None = None,
     clock: Clock | None = None,
     env: Mapping[str, str] | None = None,
-    timeout: float = 120.0,
+    timeout: float | None = None,
 ) -> Gateway:
     """The gateway for a run (or for ``agent-fleet gateway``). Raises ConfigError on a missing key."""
     cfg = config or FleetConfig()
     env = os.environ if env is None else env
     rl = cfg.rate_limit
+    timeout = timeout or cfg.provider.timeout_s
     baseline = concurrency or rl.baseline_concurrency
     max_conn = max(64, baseline * 2)
     endpoints: dict[tuple[str, str, str, bool | None], ModelProvider] = {}
@@ -138,6 +139,7 @@ def build_gateway(
         requests_per_minute=rl.requests_per_minute,
         tokens_per_minute=rl.tokens_per_minute,
         router=Router(cfg.models) if len(cfg.models) > 1 else None,
+        give_up_after_s=cfg.provider.give_up_after_s,
     )
     for queue, usd in b.queue_usd.items():
         gw.set_queue_budget(queue, usd=usd)

@@ -25,29 +25,32 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.domain.accounts import AccountScope
+from agent_fleet.domain.errors import error_kind
 from agent_fleet.domain.model import ChatRequest, ChatResponse, EmbeddingResult
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import BudgetExhausted, Overloaded, ProviderUnreachable, QuotaExhausted
+from agent_fleet.errors import BudgetExhausted, Overloaded, ProviderDown, ProviderUnreachable, QuotaExhausted
 from agent_fleet.spend.breaker import BreakerConfig, CircuitBreaker
 from agent_fleet.spend.budget import UNSET, Account, BudgetBook
 from agent_fleet.spend.call import CallSlot, Lane
 from agent_fleet.spend.embeddings import embed_through
 from agent_fleet.spend.estimate import PromptEstimator
+from agent_fleet.spend.gateway_state import GatewayStatistics, apply_budget_event
+from agent_fleet.spend.health import DEFAULT_GIVE_UP_AFTER_S, ProviderHealth
 from agent_fleet.spend.limiter import (
     AdaptiveConcurrency,
     AdaptiveConfig,
     ConcurrencyLimiter,
-    LimiterStatistics,
     TokenBucket,
     WindowVerdict,
 )
 from agent_fleet.spend.meter import Meter, Tally
+from agent_fleet.spend.pacing import learned_cap, window_state, windows_from
 from agent_fleet.spend.port import ModelProvider
 from agent_fleet.spend.prices import PriceTable
 from agent_fleet.spend.retry import RetryPolicy
@@ -72,42 +75,17 @@ def _fallback_cause(exc: BaseException) -> str | None:
 _ZERO = Decimal(0)
 
 
+def _named(provider: ModelProvider) -> str:
+    host = getattr(provider, "host", "")
+    return f"{provider.name} ({host})" if host and host not in provider.name else provider.name
+
+
 def _usd(value: Any) -> Decimal | None:
     return None if value is None else Decimal(str(value))
 
 
 def _caps(tokens: Any, usd: Any) -> dict[str, Any]:  # for BudgetBook.set_cap: None leaves a cap as it is
     return {k: v for k, v in (("tokens", tokens), ("usd", usd)) if v is not None}
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayStatistics:
-    concurrency: LimiterStatistics
-    in_flight: int
-    reserved_tokens: int
-    reserved_usd: Decimal
-    open_reservations: int
-    run: dict[str, Any]
-    breakers: dict[str, str]
-    exhausted_models: tuple[str, ...]
-    limits: dict[str, int]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "concurrency": {
-                "borrowed": self.concurrency.borrowed_tokens,
-                "total": self.concurrency.total_tokens,
-                "waiting": self.concurrency.tasks_waiting,
-            },
-            "in_flight": self.in_flight,
-            "reserved_tokens": self.reserved_tokens,
-            "reserved_usd": str(self.reserved_usd),
-            "open_reservations": self.open_reservations,
-            "run": self.run,
-            "breakers": self.breakers,
-            "exhausted_models": list(self.exhausted_models),
-            "limits": self.limits,
-        }
 
 
 class Gateway:
@@ -141,6 +119,7 @@ class Gateway:
         rand: Callable[[], float] | None = None,
         router: Router | None = None,
         on_route: Callable[[str, dict[str, str]], None] | None = None,
+        give_up_after_s: float = DEFAULT_GIVE_UP_AFTER_S,
     ) -> None:
         self.provider = provider
         self.routes: dict[str, ModelProvider] = dict(routes or {})
@@ -174,6 +153,7 @@ class Gateway:
         else:
             self._adaptive_config = adaptive
         self._concurrency = concurrency
+        self._give_up_after_s = give_up_after_s
         self._rpm = requests_per_minute
         self._tpm = tokens_per_minute
         self._lanes: dict[str, Lane] = {}
@@ -202,8 +182,7 @@ class Gateway:
                 adaptive=AdaptiveConcurrency(cfg, start=now) if cfg is not None else None,
                 rpm=TokenBucket.per_minute(self._rpm, now=now, burst_s=10.0) if self._rpm else None,
                 tpm=TokenBucket.per_minute(self._tpm, now=now, burst_s=10.0) if self._tpm else None,
-                auto_rpm=self._rpm is None,
-                auto_tpm=self._tpm is None,
+                health=ProviderHealth(_named(provider), self._give_up_after_s),
             )
             if cfg is not None:
                 lane.limiter.total = min(self._concurrency, cfg.baseline)
@@ -213,27 +192,41 @@ class Gateway:
         return lane
 
     def _signal_sink(self, lane: Lane) -> Callable[[str, Any], None]:
-        def sink(model: str, signals: Any) -> None:
+        def sink(model: str, signals: Any) -> None:  # see spend.pacing for how the headers are read
             now = self.clock.now()
             self._signals[(lane.name, model)] = (now, signals)
-            if signals.limit_requests and lane.auto_rpm:
-                if lane.rpm is None or abs(lane.rpm.rate * 60 - signals.limit_requests) > 1e-6:
-                    lane.rpm = TokenBucket.per_minute(signals.limit_requests, now=now)
-                lane.rpm.observe(now, remaining=signals.remaining_requests)
-            if signals.limit_tokens and lane.auto_tpm:
-                if lane.tpm is None or abs(lane.tpm.rate * 60 - signals.limit_tokens) > 1e-6:
-                    lane.tpm = TokenBucket.per_minute(signals.limit_tokens, now=now)
-                lane.tpm.observe(now, remaining=signals.remaining_tokens)
+            requests, tokens = windows_from(now, signals)
+            lane.requests_window = requests or lane.requests_window
+            lane.tokens_window = tokens or lane.tokens_window
 
         return sink
 
-    def window_exhausted(self, provider: str, model: str, since: float) -> bool:
-        """Did the provider's headers, since ``since`` (this attempt), say a requests or tokens window is used up?"""
+    def window_seen(self, provider: str, model: str, since: float) -> str | None:
+        """What the provider's headers, since ``since`` (this attempt), said of its windows:
+        ``"exhausted"``, ``"room"`` or None (no headers). See :func:`~agent_fleet.spend.pacing.window_state`."""
         seen = self._signals.get((provider, model))
         if seen is None or seen[0] < since:
-            return False
-        s = seen[1]
-        return bool(s.remaining_requests == 0 or s.remaining_tokens == 0)
+            return None
+        return window_state(seen[1])
+
+    def learn_cap(self, lane: Lane, now: float, on_the_wire: int) -> None:
+        """A 429 with room left in the provider's windows: a concurrency cap (spend.pacing)."""
+        cap = learned_cap(on_the_wire)
+        if lane.adaptive is not None:
+            lane.adaptive.cap(cap)
+            cap = lane.adaptive.limit
+        if cap < lane.limiter.total:
+            lane.limiter.total = cap
+
+    def provider_down(self) -> ProviderDown | None:
+        """Why the run must stop now (a provider refused the credentials, or has had no success for
+        ``give_up_after_s`` while failing), else None. See :mod:`agent_fleet.spend.health`."""
+        now = self.clock.now()
+        for lane in self._lanes.values():
+            verdict = lane.health.verdict(now) if lane.health is not None else None
+            if verdict is not None:
+                return verdict
+        return None
 
     def provider_for(self, model: str) -> ModelProvider:
         return self.routes.get(model, self.provider) if model else self.provider
@@ -298,11 +291,17 @@ class Gateway:
         if self.router is None:
             return await self._complete_once(session_id, request)
         tried: set[str] = set()
+        failed: tuple[str, ...] = ()  # the kinds of the attempts on models fallen back from
         while True:
             try:
-                return await self._complete_once(session_id, request)
+                response = await self._complete_once(session_id, request)
+                return replace(response, retried=failed + response.retried) if failed else response
             except (QuotaExhausted, BudgetExhausted, Overloaded, ProviderUnreachable) as exc:
                 cause = _fallback_cause(exc)
+                earlier = failed
+                if not isinstance(exc, BudgetExhausted):
+                    failed += (*getattr(exc, "retried", ()), str(error_kind(exc)))
+                exc.retried = earlier + tuple(getattr(exc, "retried", ()))  # type: ignore[union-attr]
                 if cause is None:
                     raise
                 model = self.aliases.get(request.model, request.model) or getattr(self.provider, "model", "")
@@ -477,24 +476,3 @@ class Gateway:
             f"<Gateway providers={sorted(self._lanes)} in_flight={self._in_flight} "
             f"limit={self.limiter.total} calls={self.meter.run.calls}>"
         )
-
-
-def apply_budget_event(gateway: Gateway, session_or_run_id: str, data: Mapping[str, Any]) -> None:
-    """Apply a ``budget_raised`` event's data ``{tokens?, usd?}`` (new cap values) to a live gateway.
-
-    A session id sets that session's caps. The run id (``gateway.run_id``) sets every session's token
-    cap (and the default for sessions to come); its ``usd`` sets the fleet dollar cap when the run has
-    one, else every session's dollar cap.
-    """
-    tokens = data.get("tokens")
-    usd = data.get("usd")
-    if session_or_run_id == gateway.run_id:
-        if tokens is not None:
-            gateway.set_all_session_budgets(tokens=int(tokens))
-        if usd is not None:
-            if gateway.book.run.cap_usd is not None:
-                gateway.set_run_budget(usd=Decimal(str(usd)))
-            else:
-                gateway.set_all_session_budgets(usd=usd)
-        return
-    gateway.set_session_budget(session_or_run_id, tokens=tokens, usd=usd)

@@ -131,6 +131,13 @@ class AdaptiveConcurrency:
             out.append(self._close(self.window_start + w))
         return out
 
+    def cap(self, limit: int) -> None:
+        """A concurrency the provider showed it will not take: at most ``limit`` from now on (until
+        healthy windows raise it again, the way they raise any cut)."""
+        if limit < self.limit:
+            self.limit = max(1, limit)
+            self.healthy_since = None
+
     def set_baseline(self, baseline: int) -> None:
         if baseline < 1:
             raise ValueError("the baseline concurrency is at least 1")

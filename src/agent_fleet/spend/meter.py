@@ -10,34 +10,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from agent_fleet.domain.errors import ErrorKind, error_kind
 from agent_fleet.domain.usage import Usage
 
 __all__ = ["ERROR_KINDS", "Meter", "Tally", "error_kind"]
 
-ERROR_KINDS = ("rate_limited", "server", "timeout")
-
-
-def error_kind(exc: BaseException) -> str:
-    """The meter's name for an error: rate_limited, server, timeout, quota, client or other."""
-    from agent_fleet.errors import (
-        ClientRequestError,
-        Overloaded,
-        ProviderUnreachable,
-        QuotaExhausted,
-        RateLimited,
-    )
-
-    if isinstance(exc, RateLimited):
-        return "rate_limited"
-    if isinstance(exc, Overloaded):
-        return "server"
-    if isinstance(exc, ProviderUnreachable):
-        return "timeout"
-    if isinstance(exc, QuotaExhausted):
-        return "quota"
-    if isinstance(exc, ClientRequestError):
-        return "client"
-    return "other"
+ERROR_KINDS: tuple[str, ...] = tuple(ErrorKind)
+"""Every kind is always counted (zero included), so the meter, the summary and the metrics list the same keys."""
 
 
 def _errors() -> dict[str, int]:
@@ -108,6 +87,6 @@ class Meter:
         self.model(model).add(usage, cost, calls)
         self.run.add(usage, cost, calls)
 
-    def error(self, session_id: str, model: str, kind: str) -> None:
+    def error(self, session_id: str, model: str, kind: ErrorKind) -> None:
         for tally in (self.session(session_id), self.model(model), self.run):
-            tally.errors[kind] = tally.errors.get(kind, 0) + 1
+            tally.errors[str(kind)] = tally.errors.get(str(kind), 0) + 1

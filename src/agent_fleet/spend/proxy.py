@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from agent_fleet.domain.errors import ErrorKind, error_kind
 from agent_fleet.errors import BudgetExhausted, ClientRequestError, FleetError, ProviderError, ProviderUnreachable
 from agent_fleet.spend.call import CallSlot
 from agent_fleet.spend.providers import ProviderTimeout
@@ -148,18 +149,29 @@ def budget_refusal(fmt: str, message: str) -> web.Response:
     return error_response(fmt, 402, "budget_exceeded", message, headers, code="budget_exceeded")
 
 
+def _retried(exc: BaseException) -> list[str]:
+    """The kinds of the attempts the gateway retried before ``exc`` ended the call."""
+    return [str(k) for k in getattr(exc, "retried", ())]
+
+
 def provider_error(fmt: str, exc: FleetError) -> web.Response:
     message = str(exc)
     if isinstance(exc, ProviderError):
         headers = {"retry-after": f"{exc.retry_after:g}"} if exc.retry_after else None
         status = exc.status or 502
+        anthropic = fmt == "anthropic"
         kinds = {
-            "RateLimited": "rate_limit_error" if fmt == "anthropic" else "rate_limit_exceeded",
-            "Overloaded": "overloaded_error" if fmt == "anthropic" else "server_error",
-            "QuotaExhausted": "insufficient_quota",
-            "ClientRequestError": "invalid_request_error",
+            ErrorKind.RATE_LIMITED: "rate_limit_error" if anthropic else "rate_limit_exceeded",
+            ErrorKind.SERVER: "overloaded_error" if anthropic else "server_error",
+            ErrorKind.QUOTA: "insufficient_quota",
+            ErrorKind.AUTH: "authentication_error" if anthropic else "invalid_api_key",
+            ErrorKind.FORBIDDEN: "permission_error" if anthropic else "permission_denied",
+            ErrorKind.MODEL_NOT_FOUND: "not_found_error" if anthropic else "model_not_found",
+            ErrorKind.CLIENT: "invalid_request_error",
         }
-        return error_response(fmt, status, kinds.get(type(exc).__name__, "api_error"), message, headers)
+        if status == 200:  # a body the provider should not have sent: the gateway's upstream failed
+            status = 502
+        return error_response(fmt, status, kinds.get(error_kind(exc), "api_error"), message, headers)
     if isinstance(exc, ProviderTimeout):
         return error_response(fmt, 504, "timeout", message)
     return error_response(fmt, 502, "api_error", message)
@@ -217,7 +229,7 @@ class ModelProxy:
             await self._svc.notify(session_id, outcome)
             return error_response(fmt, 400, "invalid_request_error", str(exc))
         except (ProviderError, ProviderUnreachable) as exc:
-            outcome.update(outcome="error", error=type(exc).__name__, message=str(exc))
+            outcome.update(outcome="error", error=error_kind(exc), message=str(exc), retried=_retried(exc))
             await self._svc.notify(session_id, outcome)
             return self._unrouted(call, exc) or provider_error(fmt, exc)
         except asyncio.CancelledError:  # the client hung up: record what it cost, then let go
@@ -281,7 +293,7 @@ class ModelProxy:
                 response = await self._route(request, call, slot)
             finally:
                 call.outcome.update(cost_usd=str(slot.cost))
-            call.outcome.update(outcome="ok" if slot.charged and not slot.streaming else "cut")
+            call.outcome.update(outcome="ok" if slot.charged and not slot.streaming else "cut", retried=slot.retried)
         call.outcome.update(session_tokens=gw.meter.session(call.session_id).total_tokens)
         if slot.charged and slot.last_input_tokens:
             gw.estimator.observe(key, raw_estimate, slot.last_input_tokens)

@@ -49,11 +49,13 @@ class RetryBudget:
     ratio: float = 0.2
     min_per_s: float = 1.0
     max_balance: float = 100.0
-    balance: float = 10.0
-    updated: float = 0.0
+    balance: float = 10.0  # the budget's configured starting size
+    updated: float | None = None  # None until first used: a monotonic clock does not start at 0
 
     def _refill(self, now: float) -> None:
-        if now > self.updated:
+        if self.updated is None:
+            self.updated = now
+        elif now > self.updated:
             self.balance = min(self.max_balance, self.balance + (now - self.updated) * self.min_per_s)
             self.updated = now
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agent_fleet.domain.errors import error_kind
 from agent_fleet.errors import BudgetExhausted, ConfigError, ProviderError, ProviderUnreachable
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
 from agent_fleet.spend.proxy import ModelProxy, budget_refusal, error_response, provider_error, token_refusal
@@ -221,7 +222,7 @@ class GatewayService:
             await self.notify(session_id, outcome)
             return error_response("openai", 400, "invalid_request_error", str(exc))
         except (ProviderError, ProviderUnreachable) as exc:
-            outcome.update(outcome="error", error=type(exc).__name__, message=str(exc))
+            outcome.update(outcome="error", error=error_kind(exc), message=str(exc))
             await self.notify(session_id, outcome)
             return provider_error("openai", exc)
         tokens = result.usage.input_tokens

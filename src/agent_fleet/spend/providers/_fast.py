@@ -12,10 +12,9 @@ from collections.abc import Mapping
 
 import aiohttp
 
-from agent_fleet.errors import ProviderUnreachable
 from agent_fleet.spend.providers._wire import (
-    ProviderTimeout,
     SignalSink,
+    connection_error,
     error_from_status,
     signals_from_headers,
 )
@@ -50,17 +49,11 @@ class JsonPoster:
                 body = await response.read()
                 status, headers = response.status, response.headers
         except aiohttp.ClientConnectorError as exc:
-            err = ProviderUnreachable(f"cannot reach {host} ({type(exc).__name__})")
-            err.sent = False  # type: ignore[attr-defined]
-            raise err from None
+            raise connection_error(host, timed_out=False, sent=False, cause=type(exc).__name__) from None
         except TimeoutError as exc:
-            err = ProviderTimeout(f"{host} did not answer in time ({type(exc).__name__})")
-            err.sent = True  # type: ignore[attr-defined]
-            raise err from None
+            raise connection_error(host, timed_out=True, sent=True, cause=type(exc).__name__) from None
         except aiohttp.ClientError as exc:
-            err = ProviderUnreachable(f"lost the connection to {host} ({type(exc).__name__})")
-            err.sent = True  # type: ignore[attr-defined]
-            raise err from None
+            raise connection_error(host, timed_out=False, sent=True, cause=type(exc).__name__) from None
         if on_signals is not None:
             signals = signals_from_headers(headers)
             if signals is not None:

@@ -1,12 +1,17 @@
 """What every HTTP provider shares: the client, error mapping and rate-limit signals.
 
-Error mapping (provider-signals.md)::
+The one error mapping of every provider call (the engine's own over aiohttp, the gateway service's
+pass-through over httpx, embeddings); each maps to one :class:`~agent_fleet.domain.errors.ErrorKind`::
 
-    429 insufficient_quota / 402 / billing 400 / 403 billing  -> QuotaExhausted   (never retried)
-    429 otherwise                                              -> RateLimited      (retry_after)
-    408, 409, 5xx, 529                                         -> Overloaded       (retryable)
-    other 4xx                                                  -> ClientRequestError
-    connect error, timeout, broken connection                  -> ProviderUnreachable / ProviderTimeout
+    429 insufficient_quota / 402 / billing 400 / 403 billing  -> QuotaExhausted      quota (never retried)
+    401, other 403                                             -> ProviderAuthError   auth / forbidden (stops the run)
+    429 otherwise                                              -> RateLimited         rate_limited (retry_after)
+    408, 409, 5xx, 529                                         -> Overloaded          server (retryable)
+    404 / 400 naming the model (model_not_found, not_found)    -> ModelNotFound       model_not_found
+    other 4xx                                                  -> ClientRequestError  client
+    no answer in time                                          -> ProviderTimeout     timeout
+    connect error, broken connection                           -> ProviderUnreachable unreachable
+    a 200 that is not the API's shape (providers' parsers)     -> MalformedResponse   bad_response
 
 Messages name the host and the status, never a credential.
 """
@@ -26,8 +31,12 @@ from httpx_aiohttp import AiohttpTransport
 
 from agent_fleet.errors import (
     ClientRequestError,
+    MalformedResponse,
+    ModelNotFound,
     Overloaded,
+    ProviderAuthError,
     ProviderError,
+    ProviderTimeout,
     ProviderUnreachable,
     QuotaExhausted,
     RateLimited,
@@ -37,6 +46,8 @@ __all__ = [
     "ProviderTimeout",
     "RateSignals",
     "SignalSink",
+    "connection_error",
+    "answer_of",
     "error_from_response",
     "error_from_status",
     "host_of",
@@ -46,10 +57,6 @@ __all__ = [
     "signals_from_headers",
     "transport_error",
 ]
-
-
-class ProviderTimeout(ProviderUnreachable):
-    """The provider did not answer in time (the request may or may not have been processed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,23 +226,62 @@ def error_from_status(
     quota_429 = "insufficient_quota" in lowered or "billing" in lowered
     if status == 402 or (status in (400, 403) and quota_words) or (status == 429 and quota_429):
         return QuotaExhausted(text, status=status)
+    if status in (401, 403):
+        return ProviderAuthError(text, status=status)
     if status == 429:
         return RateLimited(text, status=status, retry_after=retry_after)
     if status >= 500 or status in (408, 409, 529):
         return Overloaded(text, status=status, retry_after=retry_after)
+    if _names_a_model(status, etype, code, message):
+        return ModelNotFound(text, status=status)
     return ClientRequestError(text, status=status)
 
 
-def transport_error(host: str, exc: httpx.HTTPError) -> ProviderUnreachable:
-    """``sent`` says whether the request may have reached the provider (and may be billed)."""
-    not_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+def _names_a_model(status: int, etype: str, code: str, message: str) -> bool:
+    """OpenAI: 404 ``model_not_found``; Anthropic: 404 ``not_found_error`` "model: ..."; vLLM and
+    others: 400/404 whose message says the model does not exist."""
+    if code == "model_not_found" or etype == "model_not_found":
+        return True
+    lowered = message.lower()
+    if status == 404 and etype == "not_found_error" and lowered.startswith("model"):
+        return True
+    return status in (400, 404) and "model" in lowered and ("not found" in lowered or "does not exist" in lowered)
+
+
+def connection_error(host: str, *, timed_out: bool, sent: bool, cause: str) -> ProviderUnreachable:
+    """A call that got no answer. ``sent`` says whether the request may have reached the provider
+    (and may be billed): a timeout after sending is never sent again."""
     err: ProviderUnreachable
-    if isinstance(exc, httpx.TimeoutException):
-        err = ProviderTimeout(f"{host} did not answer in time ({type(exc).__name__})")
+    if timed_out:
+        err = ProviderTimeout(f"{host} did not answer in time ({cause})")
+    elif sent:
+        err = ProviderUnreachable(f"lost the connection to {host} ({cause})")
     else:
-        err = ProviderUnreachable(f"cannot reach {host} ({type(exc).__name__})")
-    err.sent = not not_sent  # type: ignore[attr-defined]
+        err = ProviderUnreachable(f"cannot reach {host} ({cause})")
+    err.sent = sent  # type: ignore[attr-defined]
     return err
+
+
+def answer_of(host: str, body: bytes, *, api: str, key: str) -> dict[str, Any]:
+    """A 200's JSON body, which must be an object whose ``key`` is a non-empty list (``choices`` of a
+    chat completion, ``content`` of a Message); anything else — HTML from a proxy, another API's JSON —
+    is a :class:`MalformedResponse`, never an empty answer."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        start = body[:60].decode("utf-8", "replace").strip().replace("\n", " ")
+        raise MalformedResponse(f"{host} answered 200 with a body that is not JSON ({start!r})", status=200) from None
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, list) or (key == "choices" and not (value and isinstance(value[0], dict))):
+        raise MalformedResponse(f"{host} answered 200 with a body that is not {api} response (no {key})", status=200)
+    return data  # type: ignore[no-any-return]
+
+
+def transport_error(host: str, exc: httpx.HTTPError) -> ProviderUnreachable:
+    """An httpx failure as :func:`connection_error` names it."""
+    not_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+    timed_out = isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout)
+    return connection_error(host, timed_out=timed_out, sent=not not_sent, cause=type(exc).__name__)
 
 
 async def post(

@@ -18,9 +18,9 @@ from typing import Any
 
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import ConfigError, Overloaded
+from agent_fleet.errors import ConfigError
 from agent_fleet.spend.providers._base import HttpProvider
-from agent_fleet.spend.providers._wire import SignalSink
+from agent_fleet.spend.providers._wire import SignalSink, answer_of
 
 __all__ = [
     "AnthropicProvider",
@@ -277,11 +277,7 @@ class AnthropicProvider(HttpProvider):
         model = request.model or self.model
         payload = json.dumps(anthropic_body(request, model)).encode()
         body = await self._post_json(self.raw_path, payload, model)
-        try:
-            data = json.loads(body)
-        except ValueError:
-            raise Overloaded(f"{self.host} sent a response that is not JSON", status=200) from None
-        return anthropic_response(data, model)
+        return anthropic_response(answer_of(self.host, body, api="an Anthropic Messages", key="content"), model)
 
     async def embed(
         self, texts: Sequence[str], model: str, *, dimensions: int | None = None

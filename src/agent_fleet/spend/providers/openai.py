@@ -14,9 +14,9 @@ from typing import Any
 
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSpec
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import Overloaded
+from agent_fleet.errors import MalformedResponse
 from agent_fleet.spend.providers._base import HttpProvider
-from agent_fleet.spend.providers._wire import SignalSink
+from agent_fleet.spend.providers._wire import SignalSink, answer_of
 
 __all__ = [
     "MAX_EMBEDDING_BATCH",
@@ -131,17 +131,17 @@ def _vector(value: Any) -> list[float]:
 def parse_embeddings(body: bytes, count: int, *, host: str) -> tuple[list[list[float]], Usage]:
     """An embeddings response as vectors in input order and its usage (``prompt_tokens`` as input tokens).
 
-    An answer that is not JSON or carries the wrong number of vectors is a server fault (Overloaded,
-    retried like a 5xx), as for chat completions.
+    An answer that is not JSON or carries the wrong number of vectors is not the API's shape
+    (MalformedResponse), as for chat completions.
     """
     try:
         data = json.loads(body)
         items = sorted(data.get("data") or (), key=lambda d: int(d.get("index", 0)))
         vectors = [_vector(item["embedding"]) for item in items]
     except (ValueError, TypeError, KeyError, AttributeError, struct.error):
-        raise Overloaded(f"{host} sent an embeddings response that cannot be read", status=200) from None
+        raise MalformedResponse(f"{host} sent an embeddings response that cannot be read", status=200) from None
     if len(vectors) != count:
-        raise Overloaded(f"{host} sent {len(vectors)} embeddings for {count} inputs", status=200)
+        raise MalformedResponse(f"{host} sent {len(vectors)} embeddings for {count} inputs", status=200)
     return vectors, Usage(input_tokens=int((data.get("usage") or {}).get("prompt_tokens") or 0))
 
 
@@ -185,11 +185,7 @@ class OpenAIProvider(HttpProvider):
         model = request.model or self.model
         payload = json.dumps(openai_body(request, model, max_tokens_field=self._max_field)).encode()
         body = await self._post_json(self.raw_path, payload, model)
-        try:
-            data = json.loads(body)
-        except ValueError:
-            raise Overloaded(f"{self.host} sent a response that is not JSON", status=200) from None
-        return openai_response(data, model)
+        return openai_response(answer_of(self.host, body, api="an OpenAI chat completion", key="choices"), model)
 
     async def embed(
         self, texts: Sequence[str], model: str, *, dimensions: int | None = None

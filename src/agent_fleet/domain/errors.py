@@ -1,0 +1,105 @@
+"""What kind of failure a model call met: one classification for the whole engine.
+
+The gateway classifies every failed attempt with :func:`error_kind`; the kind is what the meter
+counts, what ``model_error`` events (``kind``, and ``retried`` for the attempts before) and
+``model_response`` events (``retried``) record, what ``summary.json`` ``errors`` and the
+``fleet_llm_requests{outcome=...}`` metric show. The string values are stored in session logs, so
+they never change::
+
+    auth             401: the credentials are refused
+    forbidden        403 (not a billing refusal): the key may not use this
+    model_not_found  the provider does not serve the model asked for
+    timeout          no answer in time (the request may have been processed)
+    rate_limited     429 (not a quota)
+    quota            insufficient_quota, 402, a billing 400/403: the account cannot pay
+    server           5xx, 529, 408, 409: the provider failed or is overloaded
+    unreachable      connection refused, DNS, a dropped connection
+    bad_response     a 200 whose body is not the API's shape
+    client           any other 4xx
+    other            anything else
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from agent_fleet.errors import (
+    ClientRequestError,
+    MalformedResponse,
+    ModelNotFound,
+    Overloaded,
+    ProviderAuthError,
+    ProviderTimeout,
+    ProviderUnreachable,
+    QuotaExhausted,
+    RateLimited,
+)
+
+__all__ = ["ADAPTIVE_KINDS", "BREAKER_KINDS", "FATAL_KINDS", "ErrorKind", "error_kind", "recorded_kind"]
+
+
+class ErrorKind(StrEnum):
+    AUTH = "auth"
+    FORBIDDEN = "forbidden"
+    MODEL_NOT_FOUND = "model_not_found"
+    TIMEOUT = "timeout"
+    RATE_LIMITED = "rate_limited"
+    QUOTA = "quota"
+    SERVER = "server"
+    UNREACHABLE = "unreachable"
+    BAD_RESPONSE = "bad_response"
+    CLIENT = "client"
+    OTHER = "other"
+
+
+ADAPTIVE_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.SERVER, ErrorKind.TIMEOUT})
+"""Errors the adaptive concurrency rule counts: signs of load."""
+
+BREAKER_KINDS = frozenset({ErrorKind.SERVER, ErrorKind.TIMEOUT, ErrorKind.UNREACHABLE, ErrorKind.BAD_RESPONSE})
+"""Errors the circuit breaker counts (a 429 means "slower": the limiter answers it)."""
+
+FATAL_KINDS = frozenset({ErrorKind.AUTH, ErrorKind.FORBIDDEN})
+"""Errors that stop a run at once: no retry, session or minute can fix refused credentials."""
+
+# Before the kinds existed, ``model_error`` events recorded the error's class name.
+_LEGACY = {
+    "RateLimited": ErrorKind.RATE_LIMITED,
+    "Overloaded": ErrorKind.SERVER,
+    "ProviderUnreachable": ErrorKind.UNREACHABLE,
+    "ProviderTimeout": ErrorKind.TIMEOUT,
+    "QuotaExhausted": ErrorKind.QUOTA,
+    "ClientRequestError": ErrorKind.CLIENT,
+    "ProviderError": ErrorKind.OTHER,
+}
+
+
+def error_kind(exc: BaseException) -> ErrorKind:
+    """The kind of a failed attempt."""
+    if isinstance(exc, ProviderAuthError):
+        return ErrorKind.AUTH if exc.status == 401 else ErrorKind.FORBIDDEN
+    if isinstance(exc, QuotaExhausted):
+        return ErrorKind.QUOTA
+    if isinstance(exc, RateLimited):
+        return ErrorKind.RATE_LIMITED
+    if isinstance(exc, Overloaded):
+        return ErrorKind.SERVER
+    if isinstance(exc, MalformedResponse):
+        return ErrorKind.BAD_RESPONSE
+    if isinstance(exc, ModelNotFound):
+        return ErrorKind.MODEL_NOT_FOUND
+    if isinstance(exc, ClientRequestError):
+        return ErrorKind.CLIENT
+    if isinstance(exc, ProviderTimeout):
+        return ErrorKind.TIMEOUT
+    if isinstance(exc, ProviderUnreachable):
+        return ErrorKind.UNREACHABLE
+    return ErrorKind.OTHER
+
+
+def recorded_kind(value: object) -> ErrorKind:
+    """A kind as an event recorded it (older logs: the error's class name)."""
+    text = str(value or "")
+    try:
+        return ErrorKind(text)
+    except ValueError:
+        return _LEGACY.get(text, ErrorKind.OTHER)
