@@ -53,6 +53,7 @@ from agent_fleet.observe.telemetry import open_telemetry
 from agent_fleet.options import RunOptions, RunReport, exit_code_for, with_config
 from agent_fleet.run_ticker import RunTicker
 from agent_fleet.runtime import tuned_runtime
+from agent_fleet.session.lease import DEFAULT_TTL_S, LeaseKeeper
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
 from agent_fleet.session.tap import TappedLog
@@ -109,8 +110,10 @@ class Engine:
         clock: Clock | None = None,
         slots_for: Callable[[RunOptions], SessionSlots] | None = None,
         workforce: Workforce | None = None,
+        lease: LeaseKeeper | None = None,
     ) -> None:
         self.log: SessionLog = TappedLog(log, self._heard)
+        self.lease = lease  # the run's lease (one owner per run); given back by shutdown()
         self._listeners: list[Callable[[Sequence[Event]], None]] = []  # listen(): telemetry and the like
         self._dedup: dict[str, LiveDedup] = {}  # run id → results clustered as they are recorded
         # runs create_run recorded here and no dispatch has started yet: each session's log holds
@@ -460,6 +463,8 @@ class Engine:
         close = getattr(self.gateway, "aclose", None)
         if close is not None:
             await close()
+        if self.lease is not None:  # given back first (its epoch is kept: the writes still queued land)
+            await self.lease.release()
         await self.log.close()
 
 
@@ -563,12 +568,20 @@ async def open_engine(
     clock: Clock | None = None,
     check: bool = True,
     slots: SessionSlots | None = None,
+    wait: bool = False,
 ) -> AsyncIterator[Engine]:
-    """Open the store, build the provider and the gateway; shut everything down on exit."""
+    """Open the store, take the run's lease (RunOwned while another engine owns it, unless ``wait``),
+    build the provider and the gateway; shut everything down on exit."""
     # What the flags left unset comes from fleet.yaml (the phase API may pass bare options).
     options = with_config(options, load_config(options.config_path))
     log = open_store(resolve_store_url(store_url))
     await log.open()
+    try:
+        lease = await LeaseKeeper.take(log, run_id, wait=wait, ttl=_lease_ttl())
+    except BaseException:
+        await log.close()
+        raise
+    lease.start()
     try:
         gateway = build_gateway(
             load_config(options.config_path),
@@ -592,6 +605,7 @@ async def open_engine(
                 await gateway.aclose()
                 raise
     except BaseException:
+        await lease.release()
         await log.close()
         raise
     try:  # reaps what a dead engine left before anything new starts (resume after kill -9)
@@ -607,10 +621,16 @@ async def open_engine(
         )
     except BaseException:
         await gateway.aclose()
+        await lease.release()
         await log.close()
         raise
     engine = Engine(
-        log=log, gateway=gateway, clock=clock, slots_for=(lambda _o: slots) if slots else None, workforce=workforce
+        log=log,
+        gateway=gateway,
+        clock=clock,
+        slots_for=(lambda _o: slots) if slots else None,
+        workforce=workforce,
+        lease=lease,
     )
     system = "anthropic" if options.provider == "anthropic" or options.model.startswith("claude") else "openai"
     telemetry = None
@@ -717,13 +737,15 @@ async def resume(
     env: Mapping[str, str] | None = None,
     on_start: Callable[[str, Engine], None] | None = None,
     slots: SessionSlots | None = None,
+    wait: bool = False,
 ) -> RunReport:
-    """Continue an interrupted, crashed or budget-paused run from its log."""
+    """Continue an interrupted, crashed or budget-paused run from its log. Raises RunOwned while
+    another live engine owns the run, unless ``wait`` (then it waits for the lease)."""
     log = open_store(resolve_store_url(store_url))
     async with log:
         options, plan = await load_run(log, run_id)
     async with open_engine(
-        options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots
+        options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots, wait=wait
     ) as engine:
         await engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner()})
         return await _run_to_the_end(engine, run_id, plan, options, on_start)
@@ -737,6 +759,20 @@ async def _run_to_the_end(
         on_start(run_id, engine)
     await engine.dispatch(run_id, plan, options)
     return await engine.aggregate(run_id, options, plan)
+
+
+def _lease_ttl() -> float:
+    """Seconds a run's lease outlives its last heartbeat (``FLEET_LEASE_TTL``, default 30)."""
+    raw = os.environ.get("FLEET_LEASE_TTL", "").strip()
+    if not raw:
+        return DEFAULT_TTL_S
+    try:
+        ttl = float(raw)
+    except ValueError:
+        ttl = -1.0
+    if not ttl > 0:
+        raise UsageError(f"FLEET_LEASE_TTL must be a positive number of seconds, got {raw!r}")
+    return ttl
 
 
 def _owner() -> dict[str, Any]:

@@ -18,7 +18,10 @@ carries the process exit code the CLI uses for it (SPEC.md, "Exit codes")::
     │   └── ClientRequestError              other 4xx (never retried)
     ├── BudgetExhausted             exit 3  a budget stops a session (it pauses, it is not killed)
     ├── SessionNotFound             exit 2
+    ├── RunOwned                    exit 5  another live engine holds the run's lease
     └── StoreError                  exit 4  the store failed while open
+        ├── StoreUnavailable        exit 4  writes kept failing past the store's retry deadline
+        └── LeaseLost               exit 5  a write of an engine whose lease was taken over (fencing)
 
 Messages never contain credentials: constructors take only what is safe to show.
 """
@@ -31,14 +34,17 @@ __all__ = [
     "ConfigError",
     "FleetError",
     "InputError",
+    "LeaseLost",
     "Overloaded",
     "PlanInvariantError",
     "ProviderError",
     "ProviderUnreachable",
     "QuotaExhausted",
     "RateLimited",
+    "RunOwned",
     "SessionNotFound",
     "StoreError",
+    "StoreUnavailable",
     "StoreUnreachable",
     "UnreachableError",
     "UsageError",
@@ -81,6 +87,22 @@ class StoreUnreachable(UnreachableError):
 
 class StoreError(FleetError):
     exit_code = 4
+
+
+class StoreUnavailable(StoreError):
+    """Writes failed on fresh connections until the retry deadline passed; the run is resumable."""
+
+
+class LeaseLost(StoreError):
+    """Fencing refused a write: another engine took the run's lease over (a newer epoch)."""
+
+    exit_code = 5
+
+
+class RunOwned(FleetError):
+    """Another live engine owns the run (its lease is held and not expired)."""
+
+    exit_code = 5
 
 
 class SessionNotFound(FleetError):

@@ -46,13 +46,16 @@ from agent_fleet.session._codec import (
     SnapshotRequest,
     assign,
     decode_data,
+    fenced_runs,
     plan_batch,
     record_from_row,
     redact_url,
     resolve_futures,
+    split_fenced,
 )
 from agent_fleet.session._wakes import WakeBatcher
 from agent_fleet.session._writes import QueuedWrites
+from agent_fleet.session.lease import Lease, LeaseOwner
 from agent_fleet.session.port import WakeState
 
 __all__ = ["PostgresSessionLog"]
@@ -92,6 +95,7 @@ class PostgresSessionLog(QueuedWrites):
         self._appends: collections.deque[AppendRequest] = collections.deque()
         self._snapshots: collections.deque[SnapshotRequest] = collections.deque()
         self._wake = asyncio.Event()
+        self._fences: dict[str, int] = {}
         self._closing = False
         self._writer: asyncio.Task[None] | None = None
         self._sql = _Statements(f'"{schema}".' if schema else "")
@@ -217,7 +221,13 @@ class PostgresSessionLog(QueuedWrites):
         deltas = plan_batch(appends)
         now = self._wall_clock()
         sql = self._sql
+        refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
         async with pool.acquire() as conn, conn.transaction():
+            runs = fenced_runs(appends)
+            if runs:  # fencing: FOR SHARE holds off a takeover (an UPDATE of the row) until this commits
+                epochs = {rid: int(e) for rid, e in await conn.fetch(sql.lease_epochs, runs)}
+                appends, refused = split_fenced(appends, epochs)
+                deltas = plan_batch(appends)
             base: dict[str, int] = {}
             if deltas:
                 reserved = await conn.fetch(
@@ -246,7 +256,32 @@ class PostgresSessionLog(QueuedWrites):
                 await conn.executemany(sql.put_snapshot, [(s.key, s.text, now) for s in snapshots])
         outcomes: list[_Outcome] = [(request.future, events) for request, events in acks]
         outcomes += [(s.future, []) for s in snapshots]
+        outcomes.extend(refused)
         return outcomes
+
+    # -- leases (lease.py) ---------------------------------------------------------------------
+
+    async def read_lease(self, run_id: str) -> Lease | None:
+        try:
+            row = await self._reader().fetchrow(self._sql.read_lease, run_id)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise _read_error(exc) from None
+        if row is None:
+            return None
+        rid, epoch, host, pid, started, heartbeat, expires = row
+        return Lease(rid, int(epoch), LeaseOwner(host, int(pid), float(started)), float(heartbeat), float(expires))
+
+    async def swap_lease(self, lease: Lease, expected_epoch: int | None) -> bool:
+        o = lease.owner
+        args = (lease.run_id, lease.epoch, o.host, o.pid, o.start, lease.heartbeat, lease.expires)
+        try:
+            if expected_epoch is None:
+                done = await self._reader().fetchval(self._sql.insert_lease, *args)
+            else:
+                done = await self._reader().fetchval(self._sql.update_lease, *args, expected_epoch)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StoreError(f"session store lease write failed: {_first_line(exc)}") from None
+        return done is not None
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -349,7 +384,29 @@ class _Statements:
             CREATE TABLE IF NOT EXISTS {q}fleet_snapshots (
                 key text PRIMARY KEY, data jsonb NOT NULL, updated_at double precision NOT NULL
             );
+            CREATE TABLE IF NOT EXISTS {q}fleet_leases (
+                run_id text PRIMARY KEY,
+                epoch bigint NOT NULL,
+                host text NOT NULL,
+                pid bigint NOT NULL,
+                started double precision NOT NULL,
+                heartbeat double precision NOT NULL,
+                expires double precision NOT NULL
+            );
         """
+        lease_cols = "run_id, epoch, host, pid, started, heartbeat, expires"
+        self.read_lease = f"SELECT {lease_cols} FROM {q}fleet_leases WHERE run_id = $1"
+        self.insert_lease = (
+            f"INSERT INTO {q}fleet_leases ({lease_cols}) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+            "ON CONFLICT (run_id) DO NOTHING RETURNING epoch"
+        )
+        self.update_lease = (
+            f"UPDATE {q}fleet_leases SET epoch = $2, host = $3, pid = $4, started = $5, heartbeat = $6, "
+            "expires = $7 WHERE run_id = $1 AND epoch = $8 RETURNING epoch"
+        )
+        self.lease_epochs = (
+            f"SELECT run_id, epoch FROM {q}fleet_leases WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR SHARE"
+        )
         self.schema_version = f"SELECT value FROM {q}fleet_meta WHERE key = 'schema_version'"
         self.set_schema_version = f"INSERT INTO {q}fleet_meta VALUES ('schema_version', $1)"
         # Rows go in (and are locked) in session-id order: a fixed lock order between writers.

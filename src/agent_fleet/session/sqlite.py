@@ -49,12 +49,16 @@ from agent_fleet.session._codec import (
     SnapshotRequest,
     assign,
     decode_data,
+    fenced_runs,
     plan_batch,
     record_from_row,
     resolve_futures,
+    split_fenced,
 )
+from agent_fleet.session._sqlite_lease import LEASE_SCHEMA, lease_epochs, read_lease, swap_lease
 from agent_fleet.session._wakes import WakeBatcher
 from agent_fleet.session._writes import QueuedWrites
+from agent_fleet.session.lease import Lease
 from agent_fleet.session.port import WakeState
 
 __all__ = ["SqliteSessionLog"]
@@ -155,6 +159,7 @@ class SqliteSessionLog(QueuedWrites):
         self._appends: collections.deque[AppendRequest] = collections.deque()
         self._snapshots: collections.deque[SnapshotRequest] = collections.deque()
         self._wake = threading.Event()
+        self._fences: dict[str, int] = {}
         self._closing = False
         self._writer: threading.Thread | None = None
         self._writer_done: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -296,6 +301,10 @@ class SqliteSessionLog(QueuedWrites):
                 # Another connection committed since our last transaction: cached seqs may be stale.
                 self._last_seq.clear()
                 self._data_version = version
+            refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
+            runs = fenced_runs(appends)
+            if runs:  # fencing: the epoch is read in this transaction, so no takeover can slip in between
+                appends, refused = split_fenced(appends, lease_epochs(conn, runs))
             deltas = plan_batch(appends)
             known = self._last_seq
             unknown = [sid for sid in deltas if sid not in known]
@@ -335,7 +344,27 @@ class SqliteSessionLog(QueuedWrites):
             (request.future, events) for request, events in acks
         ]
         outcomes += [(s.future, []) for s in snapshots]
+        outcomes.extend(refused)
         return outcomes
+
+    # -- leases (lease.py) ---------------------------------------------------------------------
+
+    async def read_lease(self, run_id: str) -> Lease | None:
+        return await self._read(lambda conn: read_lease(conn, run_id))
+
+    async def swap_lease(self, lease: Lease, expected_epoch: int | None) -> bool:
+        self._ensure_open()
+
+        def work() -> bool:
+            conn = self._connect(False)
+            try:
+                return swap_lease(conn, lease, expected_epoch)
+            except sqlite3.Error as exc:
+                raise StoreError(f"session store lease write failed: {exc}") from None
+            finally:
+                conn.close()
+
+        return await asyncio.to_thread(work)
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -368,7 +397,7 @@ class SqliteSessionLog(QueuedWrites):
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _SCHEMA.split(";"):
+                for statement in (_SCHEMA + ";" + LEASE_SCHEMA).split(";"):
                     if statement.strip():
                         conn.execute(statement)
                 row = conn.execute("SELECT value FROM fleet_meta WHERE key = 'schema_version'").fetchone()
