@@ -48,6 +48,7 @@ __all__ = [
     "StoreUnreachable",
     "UnreachableError",
     "UsageError",
+    "cause_of",
 ]
 
 
@@ -150,3 +151,23 @@ class BudgetExhausted(FleetError):
     def __init__(self, message: str, *, scope: str = "session") -> None:
         super().__init__(message)
         self.scope = scope
+
+
+def cause_of(exc: BaseException) -> BaseException:
+    """The one error an ``ExceptionGroup`` (task groups, nested) stands for: its first FleetError,
+    else its first interrupt, else its first other leaf. Any other exception is its own cause."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, BaseExceptionGroup):
+            stack[:0] = list(item.exceptions)
+        else:
+            leaves.append(item)
+    for wanted in (FleetError, KeyboardInterrupt):
+        for leaf in leaves:
+            if isinstance(leaf, wanted):
+                return leaf
+    return leaves[0] if leaves else exc
