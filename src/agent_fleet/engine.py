@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from agent_fleet.admission import AdmissionController, default_objects, load_kueue_yaml
+from agent_fleet.admission import AdmissionController, KueueObjects, default_objects, load_kueue_yaml
 from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.aggregate import Aggregator, band_check, choose_embedder, classify_task, write_outputs
 from agent_fleet.aggregate.live import LiveDedup, snapshot_key
@@ -43,7 +43,7 @@ from agent_fleet.domain.model import EmbeddingResult
 from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import ProviderUnreachable, SessionNotFound, UsageError
+from agent_fleet.errors import ConfigError, ProviderUnreachable, SessionNotFound, UsageError
 from agent_fleet.forecasting import forecast_for, observed_latency
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
@@ -214,15 +214,7 @@ class Engine:
     def default_slots(self, options: RunOptions) -> SessionSlots:
         """Admission per fleet.yaml ``queues:``; without it one ClusterQueue whose ``pods`` quota is
         the run's concurrency (its number of agents)."""
-        config = load_config(options.config_path)
-        if config.queues is not None:
-            source: Any = config.queues
-            if isinstance(source, str) and options.config_path and not os.path.isabs(source):
-                source = os.path.join(os.path.dirname(os.path.abspath(options.config_path)), source)
-            objects = load_kueue_yaml(source)
-        else:
-            objects = default_objects(options.agents)
-        controller = AdmissionController(objects, self.clock)
+        controller = AdmissionController(admission_objects(options), self.clock)
         return AdmissionSlots(controller, queue=options.queue or "default", priority_class=options.priority)
 
     # -- phase 1: record the plan ---------------------------------------------------------------
@@ -495,6 +487,41 @@ class _MeteredEmbeddings:
         return data
 
 
+def admission_objects(options: RunOptions) -> KueueObjects:
+    """The Kueue objects a run is admitted by: fleet.yaml ``queues:`` (a file beside it, or inline),
+    else the default ClusterQueue sized to the run. Raises ConfigError (one line)."""
+    config = load_config(options.config_path)
+    if config.queues is None:
+        return default_objects(options.agents)
+    source: Any = config.queues
+    if isinstance(source, str) and "\n" not in source.strip():
+        path = Path(source)
+        if options.config_path and not path.is_absolute():
+            path = Path(options.config_path).resolve().parent / path
+        if not path.is_file():
+            raise ConfigError(f"{options.config_path or 'fleet.yaml'}: queues: no such file {str(path)!r}")
+        source = path
+    return load_kueue_yaml(source)
+
+
+_EMBEDDERS = ("auto", "lexical", "minilm", "local", "provider")
+
+
+def check_run_options(options: RunOptions) -> None:
+    """What would fail a run once started, found before it is recorded: its --embedder, fleet.yaml,
+    the queues file, the --queue and --priority names. Raises ConfigError/UsageError (exit 2)."""
+    if options.embedder not in _EMBEDDERS:
+        raise UsageError(f"unknown embedder {options.embedder!r}: use auto, lexical, minilm or provider")
+    objects = admission_objects(options)
+    queue = options.queue or "default"
+    if objects.resolve_local_queue(queue) is None:
+        known = ", ".join(sorted(objects.local_queues)) or "none"
+        raise ConfigError(f"unknown --queue {queue!r}: no such LocalQueue (known: {known})")
+    if options.priority is not None and options.priority not in objects.priority_classes:
+        known = ", ".join(sorted(objects.priority_classes)) or "none"
+        raise ConfigError(f"unknown --priority {options.priority!r}: no such WorkloadPriorityClass (known: {known})")
+
+
 def _limits(options: RunOptions) -> Limits:
     """Per-session limits: max turns, and the runaway guard of fleet.yaml ``guards``."""
     guards = load_config(options.config_path).guards
@@ -716,6 +743,10 @@ async def deploy(
     run is recorded (progress displays use ``engine.stats()``). ``run_id`` names the new run (a
     caller that must record the id before the run starts, e.g. a workflow's checkpoint)."""
     options = await _resolved(options)
+    if slots is None:  # the caller's own slots admit by their own rules
+        await asyncio.to_thread(check_run_options, options)
+    elif options.embedder not in _EMBEDDERS:
+        raise UsageError(f"unknown embedder {options.embedder!r}: use auto, lexical, minilm or provider")
     plan = await asyncio.to_thread(plan_run, options)
     run_id = run_id or new_run_id()
     if options.out_dir is None:
@@ -744,6 +775,8 @@ async def resume(
     log = open_store(resolve_store_url(store_url))
     async with log:
         options, plan = await load_run(log, run_id)
+    if slots is None:
+        await asyncio.to_thread(check_run_options, options)
     async with open_engine(
         options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots, wait=wait
     ) as engine:
