@@ -59,9 +59,95 @@ __all__ = [
     "ShapePolicy",
     "SupervisionConfig",
     "VerificationConfigModel",
+    "MAX_YAML_ALIASES",
+    "MAX_YAML_BYTES",
+    "MAX_YAML_NODES",
     "load_config",
+    "load_yaml",
     "parse_config",
+    "read_yaml_file",
 ]
+
+# Every YAML the engine reads (fleet.yaml, Kueue objects, admission scenarios) goes through
+# load_yaml: bounded in bytes, in alias uses, and in nodes once aliases are expanded, so a
+# "billion laughs" document fails in milliseconds instead of being walked by the validators.
+MAX_YAML_BYTES = 8 * 1024 * 1024
+MAX_YAML_ALIASES = 1_000
+MAX_YAML_NODES = 500_000
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """The safe loader, counting alias uses as it composes."""
+
+    aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_YAML_ALIASES:
+                raise _TooBig(f"more than {MAX_YAML_ALIASES} aliases")
+        return super().compose_node(parent, index)
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _count_nodes(docs: list[Any], source: str) -> None:
+    seen = 0
+    stack: list[Any] = list(docs)
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_NODES:
+            raise ConfigError(f"{source}: YAML too large: more than {MAX_YAML_NODES} nodes once aliases are expanded")
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def load_yaml(text: str, *, source: str, all_documents: bool = False) -> Any:
+    """The YAML ``text`` (every document with ``all_documents``), within the limits above.
+    Raises ConfigError (one line naming ``source``)."""
+    if len(text.encode("utf-8", errors="replace")) > MAX_YAML_BYTES:
+        raise ConfigError(f"{source}: YAML larger than {MAX_YAML_BYTES} bytes")
+    loader = _BoundedLoader(text)
+    try:
+        docs: list[Any] = []
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            docs.append(loader.get_data())
+            if not all_documents:
+                break
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{source}:{where} is not valid YAML ({problem})") from None
+    except _TooBig as exc:
+        raise ConfigError(f"{source}: YAML refused: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: is not valid YAML (nesting too deep)") from None
+    finally:
+        loader.dispose()
+    _count_nodes(docs, source)
+    if all_documents:
+        return docs
+    return docs[0] if docs else None
+
+
+def read_yaml_file(path: str | Path, *, what: str = "YAML") -> str:
+    """The text of a YAML file, refused (ConfigError) when missing, unreadable or over the size bound."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_YAML_BYTES:
+            raise ConfigError(f"{p}: {what} larger than {MAX_YAML_BYTES} bytes")
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot read {what} {p}: {reason}") from None
+
 
 Tier = Literal["simple", "medium", "complex"]
 TIERS: tuple[str, ...] = ("simple", "medium", "complex")
@@ -314,14 +400,5 @@ def load_config(path: str | Path | None) -> FleetConfig:
     if path is None:
         return FleetConfig()
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read {p}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{p}:{where} is not valid YAML") from None
+    data = load_yaml(read_yaml_file(p, what="fleet.yaml"), source=str(p))
     return parse_config(data, source=str(p))

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from agent_fleet.admission import AdmissionController, default_objects, load_kueue_yaml
+from agent_fleet.admission import AdmissionController, KueueObjects, default_objects, load_kueue_yaml
 from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.aggregate import Aggregator, band_check, choose_embedder, classify_task, write_outputs
 from agent_fleet.aggregate.live import LiveDedup, snapshot_key
@@ -45,12 +45,13 @@ from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import (
+    ConfigError,
     ProviderDown,
     ProviderError,
     ProviderUnreachable,
     SessionNotFound,
     UsageError,
-    fleet_cause,
+    cause_of,
 )
 from agent_fleet.forecasting import forecast_for, learned_prior, observed_latency
 from agent_fleet.hands.files import PartitionFiles
@@ -61,6 +62,7 @@ from agent_fleet.observe.telemetry import open_telemetry
 from agent_fleet.options import RunOptions, RunReport, exit_code_for, with_config
 from agent_fleet.run_ticker import RunTicker
 from agent_fleet.runtime import tuned_runtime
+from agent_fleet.session.lease import DEFAULT_TTL_S, LeaseKeeper
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.store import open_store, resolve_store_url
 from agent_fleet.session.tap import TappedLog
@@ -127,8 +129,10 @@ class Engine:
         clock: Clock | None = None,
         slots_for: Callable[[RunOptions], SessionSlots] | None = None,
         workforce: Workforce | None = None,
+        lease: LeaseKeeper | None = None,
     ) -> None:
         self.log: SessionLog = TappedLog(log, self._heard)
+        self.lease = lease  # the run's lease (one owner per run); given back by shutdown()
         self._listeners: list[Callable[[Sequence[Event]], None]] = []  # listen(): telemetry and the like
         self._dedup: dict[str, LiveDedup] = {}  # run id → results clustered as they are recorded
         # runs create_run recorded here and no dispatch has started yet: each session's log holds
@@ -229,15 +233,7 @@ class Engine:
     def default_slots(self, options: RunOptions) -> SessionSlots:
         """Admission per fleet.yaml ``queues:``; without it one ClusterQueue whose ``pods`` quota is
         the run's concurrency (its number of agents)."""
-        config = load_config(options.config_path)
-        if config.queues is not None:
-            source: Any = config.queues
-            if isinstance(source, str) and options.config_path and not os.path.isabs(source):
-                source = os.path.join(os.path.dirname(os.path.abspath(options.config_path)), source)
-            objects = load_kueue_yaml(source)
-        else:
-            objects = default_objects(options.agents)
-        controller = AdmissionController(objects, self.clock)
+        controller = AdmissionController(admission_objects(options), self.clock)
         return AdmissionSlots(controller, queue=options.queue or "default", priority_class=options.priority)
 
     # -- phase 1: record the plan ---------------------------------------------------------------
@@ -381,7 +377,7 @@ class Engine:
                 live.finish()
                 await consumer
         except BaseExceptionGroup as group:
-            down = fleet_cause(group)
+            down = cause_of(group)
             if isinstance(down, ProviderError) and down.exit_code == 4:  # refused credentials, from a session
                 down = self.gateway.provider_down() or ProviderDown(str(down))
             if not isinstance(down, ProviderDown):
@@ -553,6 +549,8 @@ class Engine:
         close = getattr(self.gateway, "aclose", None)
         if close is not None:
             await close()
+        if self.lease is not None:  # given back first (its epoch is kept: the writes still queued land)
+            await self.lease.release()
         await self.log.close()
 
 
@@ -593,6 +591,41 @@ _SHAPE_WATCH_TYPES = (
     EventType.SESSION_COMPLETED,
     EventType.SESSION_FAILED,
 )
+
+
+def admission_objects(options: RunOptions) -> KueueObjects:
+    """The Kueue objects a run is admitted by: fleet.yaml ``queues:`` (a file beside it, or inline),
+    else the default ClusterQueue sized to the run. Raises ConfigError (one line)."""
+    config = load_config(options.config_path)
+    if config.queues is None:
+        return default_objects(options.agents)
+    source: Any = config.queues
+    if isinstance(source, str) and "\n" not in source.strip():
+        path = Path(source)
+        if options.config_path and not path.is_absolute():
+            path = Path(options.config_path).resolve().parent / path
+        if not path.is_file():
+            raise ConfigError(f"{options.config_path or 'fleet.yaml'}: queues: no such file {str(path)!r}")
+        source = path
+    return load_kueue_yaml(source)
+
+
+_EMBEDDERS = ("auto", "lexical", "minilm", "local", "provider")
+
+
+def check_run_options(options: RunOptions) -> None:
+    """What would fail a run once started, found before it is recorded: its --embedder, fleet.yaml,
+    the queues file, the --queue and --priority names. Raises ConfigError/UsageError (exit 2)."""
+    if options.embedder not in _EMBEDDERS:
+        raise UsageError(f"unknown embedder {options.embedder!r}: use auto, lexical, minilm or provider")
+    objects = admission_objects(options)
+    queue = options.queue or "default"
+    if objects.resolve_local_queue(queue) is None:
+        known = ", ".join(sorted(objects.local_queues)) or "none"
+        raise ConfigError(f"unknown --queue {queue!r}: no such LocalQueue (known: {known})")
+    if options.priority is not None and options.priority not in objects.priority_classes:
+        known = ", ".join(sorted(objects.priority_classes)) or "none"
+        raise ConfigError(f"unknown --priority {options.priority!r}: no such WorkloadPriorityClass (known: {known})")
 
 
 def _limits(options: RunOptions) -> Limits:
@@ -668,12 +701,20 @@ async def open_engine(
     clock: Clock | None = None,
     check: bool = True,
     slots: SessionSlots | None = None,
+    wait: bool = False,
 ) -> AsyncIterator[Engine]:
-    """Open the store, build the provider and the gateway; shut everything down on exit."""
+    """Open the store, take the run's lease (RunOwned while another engine owns it, unless ``wait``),
+    build the provider and the gateway; shut everything down on exit."""
     # What the flags left unset comes from fleet.yaml (the phase API may pass bare options).
     options = with_config(options, load_config(options.config_path))
     log = open_store(resolve_store_url(store_url))
     await log.open()
+    try:
+        lease = await LeaseKeeper.take(log, run_id, wait=wait, ttl=_lease_ttl())
+    except BaseException:
+        await log.close()
+        raise
+    lease.start()
     try:
         gateway = build_gateway(
             load_config(options.config_path),
@@ -697,6 +738,7 @@ async def open_engine(
                 await gateway.aclose()
                 raise
     except BaseException:
+        await lease.release()
         await log.close()
         raise
     try:  # reaps what a dead engine left before anything new starts (resume after kill -9)
@@ -712,10 +754,16 @@ async def open_engine(
         )
     except BaseException:
         await gateway.aclose()
+        await lease.release()
         await log.close()
         raise
     engine = Engine(
-        log=log, gateway=gateway, clock=clock, slots_for=(lambda _o: slots) if slots else None, workforce=workforce
+        log=log,
+        gateway=gateway,
+        clock=clock,
+        slots_for=(lambda _o: slots) if slots else None,
+        workforce=workforce,
+        lease=lease,
     )
     system = "anthropic" if options.provider == "anthropic" or options.model.startswith("claude") else "openai"
     telemetry = None
@@ -802,6 +850,10 @@ async def deploy(
     run is recorded (progress displays use ``engine.stats()``). ``run_id`` names the new run (a
     caller that must record the id before the run starts, e.g. a workflow's checkpoint)."""
     options = await _resolved(options)
+    if slots is None:  # the caller's own slots admit by their own rules
+        await asyncio.to_thread(check_run_options, options)
+    elif options.embedder not in _EMBEDDERS:
+        raise UsageError(f"unknown embedder {options.embedder!r}: use auto, lexical, minilm or provider")
     plan = await asyncio.to_thread(plan_run, options)
     run_id = run_id or new_run_id()
     if options.out_dir is None:
@@ -824,13 +876,17 @@ async def resume(
     env: Mapping[str, str] | None = None,
     on_start: Callable[[str, Engine], None] | None = None,
     slots: SessionSlots | None = None,
+    wait: bool = False,
 ) -> RunReport:
-    """Continue an interrupted, crashed or budget-paused run from its log."""
+    """Continue an interrupted, crashed or budget-paused run from its log. Raises RunOwned while
+    another live engine owns the run, unless ``wait`` (then it waits for the lease)."""
     log = open_store(resolve_store_url(store_url))
     async with log:
         options, plan = await load_run(log, run_id)
+    if slots is None:
+        await asyncio.to_thread(check_run_options, options)
     async with open_engine(
-        options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots
+        options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots, wait=wait
     ) as engine:
         await engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner()})
         return await _run_to_the_end(engine, run_id, plan, options, on_start)
@@ -844,6 +900,20 @@ async def _run_to_the_end(
         on_start(run_id, engine)
     await engine.dispatch(run_id, plan, options)
     return await engine.aggregate(run_id, options, plan)
+
+
+def _lease_ttl() -> float:
+    """Seconds a run's lease outlives its last heartbeat (``FLEET_LEASE_TTL``, default 30)."""
+    raw = os.environ.get("FLEET_LEASE_TTL", "").strip()
+    if not raw:
+        return DEFAULT_TTL_S
+    try:
+        ttl = float(raw)
+    except ValueError:
+        ttl = -1.0
+    if not ttl > 0:
+        raise UsageError(f"FLEET_LEASE_TTL must be a positive number of seconds, got {raw!r}")
+    return ttl
 
 
 def _owner() -> dict[str, Any]:

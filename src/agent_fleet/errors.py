@@ -23,7 +23,10 @@ carries the process exit code the CLI uses for it (SPEC.md, "Exit codes")::
     │       └── ModelNotFound               the provider does not serve the model
     ├── BudgetExhausted             exit 3  a budget stops a session (it pauses, it is not killed)
     ├── SessionNotFound             exit 2
+    ├── RunOwned                    exit 5  another live engine holds the run's lease
     └── StoreError                  exit 4  the store failed while open
+        ├── StoreUnavailable        exit 4  writes kept failing past the store's retry deadline
+        └── LeaseLost               exit 5  a write of an engine whose lease was taken over (fencing)
 
 Messages never contain credentials: constructors take only what is safe to show.
 """
@@ -36,6 +39,7 @@ __all__ = [
     "ConfigError",
     "FleetError",
     "InputError",
+    "LeaseLost",
     "MalformedResponse",
     "ModelNotFound",
     "Overloaded",
@@ -47,12 +51,14 @@ __all__ = [
     "ProviderUnreachable",
     "QuotaExhausted",
     "RateLimited",
+    "RunOwned",
     "SessionNotFound",
     "StoreError",
+    "StoreUnavailable",
     "StoreUnreachable",
     "UnreachableError",
     "UsageError",
-    "fleet_cause",
+    "cause_of",
 ]
 
 
@@ -101,6 +107,22 @@ class StoreUnreachable(UnreachableError):
 
 class StoreError(FleetError):
     exit_code = 4
+
+
+class StoreUnavailable(StoreError):
+    """Writes failed on fresh connections until the retry deadline passed; the run is resumable."""
+
+
+class LeaseLost(StoreError):
+    """Fencing refused a write: another engine took the run's lease over (a newer epoch)."""
+
+    exit_code = 5
+
+
+class RunOwned(FleetError):
+    """Another live engine owns the run (its lease is held and not expired)."""
+
+    exit_code = 5
 
 
 class SessionNotFound(FleetError):
@@ -164,13 +186,21 @@ class BudgetExhausted(FleetError):
         self.scope = scope
 
 
-def fleet_cause(exc: BaseException) -> FleetError | None:
-    """The FleetError a task group failed with (the first one, depth first), or None."""
-    if isinstance(exc, FleetError):
+def cause_of(exc: BaseException) -> BaseException:
+    """The one error an ``ExceptionGroup`` (task groups, nested) stands for: its first FleetError,
+    else its first interrupt, else its first other leaf. Any other exception is its own cause."""
+    if not isinstance(exc, BaseExceptionGroup):
         return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = fleet_cause(inner)
-            if found is not None:
-                return found
-    return None
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, BaseExceptionGroup):
+            stack[:0] = list(item.exceptions)
+        else:
+            leaves.append(item)
+    for wanted in (FleetError, KeyboardInterrupt):
+        for leaf in leaves:
+            if isinstance(leaf, wanted):
+                return leaf
+    return leaves[0] if leaves else exc

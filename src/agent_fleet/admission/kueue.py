@@ -1,9 +1,9 @@
 """Read Kueue YAML as users write it.
 
 ``load_kueue_yaml`` accepts one multi-document YAML text (or a path to it), a list of
-objects, or a ``kind: List``. Only ``yaml.safe_load_all`` is used, the text is bounded in
-size and the loaded structure in node count (so an alias bomb fails fast instead of being
-walked), and every refusal is a :class:`ConfigError` naming the object and the field.
+objects, or a ``kind: List``. Documents are read by the engine's one bounded YAML loader
+(:func:`agent_fleet.config.load_yaml`: size, alias and node limits, so an alias bomb fails
+fast), and every refusal is a :class:`ConfigError` naming the object and the field.
 Unknown fields and kinds are kept as warnings, as ``kubectl`` would.
 """
 
@@ -13,8 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from agent_fleet.admission.objects import (
     BEST_EFFORT_FIFO,
@@ -36,6 +34,7 @@ from agent_fleet.admission.objects import (
     WorkloadPriorityClass,
 )
 from agent_fleet.admission.quantity import parse_decimal, parse_quantity
+from agent_fleet.config import load_yaml, read_yaml_file
 from agent_fleet.errors import ConfigError
 
 __all__ = [
@@ -132,22 +131,11 @@ def _bounded(obj: Any) -> None:
 def _read_documents(source: str | Path) -> list[Any]:
     if isinstance(source, Path) or ("\n" not in source and len(source) < 4096 and Path(source).is_file()):
         path = Path(source)
-        try:
-            if path.stat().st_size > MAX_TEXT_BYTES:
-                raise ConfigError(f"{path}: Kueue YAML larger than {MAX_TEXT_BYTES} bytes")
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read Kueue YAML: {exc}") from None
+        text = read_yaml_file(path, what="Kueue YAML")
+        where = str(path)
     else:
-        text = str(source)
-    if len(text.encode("utf-8", errors="replace")) > MAX_TEXT_BYTES:
-        raise ConfigError(f"Kueue YAML larger than {MAX_TEXT_BYTES} bytes")
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid Kueue YAML: {str(exc).splitlines()[0]}") from None
-    except RecursionError:
-        raise ConfigError("invalid Kueue YAML: nesting too deep") from None
+        text, where = str(source), "Kueue YAML"
+    docs = [d for d in load_yaml(text, source=where, all_documents=True) if d is not None]
     _bounded(docs)
     return docs
 

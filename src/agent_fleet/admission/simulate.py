@@ -33,13 +33,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agent_fleet.admission.controller import AdmissionController
-from agent_fleet.admission.kueue import MAX_TEXT_BYTES, load_kueue_yaml, parse_fair_sharing
+from agent_fleet.admission.kueue import load_kueue_yaml, parse_fair_sharing
 from agent_fleet.admission.objects import FairSharing, KueueObjects
 from agent_fleet.admission.workload import Workload
 from agent_fleet.clock import VirtualClock
+from agent_fleet.config import load_yaml, read_yaml_file
 from agent_fleet.errors import ConfigError
 
 __all__ = ["Scenario", "SimulationResult", "load_scenario", "parse_scenario", "simulate"]
@@ -93,19 +92,7 @@ def _number(value: Any, where: str) -> float:
 
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
-    try:
-        if p.stat().st_size > MAX_TEXT_BYTES:
-            raise ConfigError(f"{p}: scenario larger than {MAX_TEXT_BYTES} bytes")
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{p}: cannot read scenario: {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: invalid YAML: {str(exc).splitlines()[0]}") from None
-    except RecursionError:
-        raise ConfigError(f"{p}: invalid YAML: nesting too deep") from None
-    return parse_scenario(data)
+    return parse_scenario(load_yaml(read_yaml_file(p, what="scenario"), source=str(p)))
 
 
 def parse_scenario(data: Any) -> Scenario:

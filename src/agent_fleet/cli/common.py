@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ from typing import Any, NoReturn, TypeVar
 import typer
 
 from agent_fleet.cli import interrupt
-from agent_fleet.errors import FleetError
+from agent_fleet.errors import FleetError, cause_of
 
 __all__ = ["STORE_OPTION", "die", "print_json", "run_async"]
 
@@ -60,17 +61,22 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     interrupt.install()
     try:
         return asyncio.run(main())
-    except FleetError as exc:
-        die(str(exc) or type(exc).__name__, exc.exit_code)
-    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
-        if isinstance(exc, asyncio.CancelledError) and not terminated:
+    except BaseException as raised:
+        if isinstance(raised, (SystemExit, typer.Exit)) or os.environ.get("FLEET_DEBUG"):
             raise
-        interrupt.say_interrupted()
-        raise typer.Exit(interrupt.EXIT_INTERRUPTED) from None
-    except OSError as exc:
-        if os.environ.get("FLEET_DEBUG"):
-            raise
-        die(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc), 2)
+        exc = cause_of(raised)  # a task group's ExceptionGroup stands for its cause
+        if isinstance(exc, FleetError):
+            die(str(exc) or type(exc).__name__, exc.exit_code)
+        if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+            if isinstance(exc, asyncio.CancelledError) and not terminated:
+                raise
+            interrupt.say_interrupted()
+            raise typer.Exit(interrupt.EXIT_INTERRUPTED) from None
+        if isinstance(exc, OSError):
+            text = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
+            # a full, read-only or failing disk is the machine's state, not the user's input
+            die(text, 4 if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO) else 2)
+        raise
     finally:
         interrupt.install()  # closing the loop put SIGTERM's default (exit 143, no message) back
 

@@ -34,20 +34,11 @@ def _fail(exc: FleetError) -> typer.Exit:
 
 def load_queue_config(path: Path) -> KueueObjects:
     """Kueue objects from a fleet.yaml (``queues:`` a path or inline objects) or a Kueue YAML file."""
-    import yaml
-
     from agent_fleet.admission.kueue import load_kueue_yaml
+    from agent_fleet.config import load_yaml, read_yaml_file
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    try:
-        first = next(iter(yaml.safe_load_all(text)), None)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: invalid YAML: nesting too deep") from None
+    text = read_yaml_file(path)
+    first = load_yaml(text, source=str(path))
     if isinstance(first, Mapping) and "kind" not in first and "queues" in first:
         queues = first["queues"]
         if isinstance(queues, str):
@@ -114,18 +105,12 @@ def queues(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     store: str | None = typer.Option(None, "--store", envvar="FLEET_STORE", help="session store URL"),
 ) -> None:
-    """Per ClusterQueue: admitted, pending active, pending inadmissible, usage vs quota."""
+    """Per ClusterQueue: admitted, pending active, pending inadmissible, usage vs quota: of --config's
+    queues when given, else of the newest run's stored admission state."""
     if ctx.invoked_subcommand is not None:
         return
     try:
-        live: dict[str, Any] | None = None
-        try:
-            live = _read_live(store)
-        except StoreUnreachable:
-            live = None
-        if live is not None:
-            data, source = live, "live run"
-        elif config is not None:
+        if config is not None:  # the file asked for, whatever a run stored
             from agent_fleet.admission.controller import AdmissionController
             from agent_fleet.clock import VirtualClock
 
@@ -135,7 +120,15 @@ def queues(
             data = AdmissionController(objects, VirtualClock(), with_metrics=False).snapshot()
             source = f"configuration {config}"
         else:
-            data, source = {"cluster_queues": []}, "no run has stored admission state; no --config given"
+            live: dict[str, Any] | None = None
+            try:
+                live = _read_live(store)
+            except StoreUnreachable:
+                live = None
+            if live is not None:
+                data, source = live, "live run"
+            else:
+                data, source = {"cluster_queues": []}, "no run has stored admission state; no --config given"
     except FleetError as exc:
         raise _fail(exc) from None
     if as_json:

@@ -196,6 +196,9 @@ def resume_cmd(
     run_id: str = typer.Argument(..., help="The run to continue."),
     store: str | None = STORE_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
+    wait: bool = typer.Option(
+        False, "--wait", help="If another live engine owns the run, wait for it instead of exiting 5."
+    ),
 ) -> None:
     """Continue an interrupted, crashed or budget-paused run from the session log."""
     from agent_fleet.cli.progress import live_progress
@@ -209,7 +212,7 @@ def resume_cmd(
 
     async def go() -> RunReport:
         async with live_progress(engine_box, enabled=True):
-            return await resume(run_id, store_url=store, on_start=started)
+            return await resume(run_id, store_url=store, on_start=started, wait=wait)
 
     _finish(run_async(go()), as_json)
 

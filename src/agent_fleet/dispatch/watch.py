@@ -61,6 +61,12 @@ class Progress:
         return f"Progress(writes={self.writes}, waiting={self.waiting})"
 
 
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    """Mark a finished write's error as seen: whoever still waits gets it, none is reported twice."""
+    if not task.cancelled():
+        task.exception()
+
+
 class WatchedLog(ForwardingLog):
     """The session log as one attempt sees it."""
 
@@ -72,6 +78,7 @@ class WatchedLog(ForwardingLog):
     async def _write(self, task: asyncio.Task[Any]) -> Any:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
+        task.add_done_callback(_retrieved)  # a failure the cancelled caller cannot take is the run's, not a stray
         # Shielded: cancelling the attempt must not leave a write whose landing nobody waits for.
         with self._progress.bounded_wait():
             result = await asyncio.shield(task)

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState, project_state
-from agent_fleet.errors import StoreError
+from agent_fleet.errors import LeaseLost, StoreError
 
 __all__ = [
     "AppendRequest",
@@ -28,10 +28,13 @@ __all__ = [
     "check_append",
     "decode_data",
     "encode_data",
+    "fenced_runs",
     "plan_batch",
     "record_from_row",
     "redact_url",
     "resolve_futures",
+    "run_of",
+    "split_fenced",
 ]
 
 
@@ -114,6 +117,7 @@ class AppendRequest:
     session_id: str
     items: Sequence[tuple[str, dict[str, Any], str]]  # (type, data, json text)
     future: asyncio.Future[list[Event]]
+    epoch: int | None = None  # the lease epoch of the run its writer holds (None: an unfenced writer)
 
 
 @dataclass(slots=True)
@@ -187,6 +191,45 @@ def assign(
         base[sid] = seq
         acks.append((request, events))
     return rows, acks
+
+
+def fenced_runs(requests: Iterable[AppendRequest]) -> list[str]:
+    """Runs whose lease epoch the batch must check (those with a fenced request), sorted."""
+    return sorted({run_of(r.session_id) for r in requests if r.epoch is not None})
+
+
+def split_fenced(
+    requests: list[AppendRequest], epochs: Mapping[str, int]
+) -> tuple[list[AppendRequest], list[tuple[asyncio.Future[list[Event]], BaseException]]]:
+    """The requests the store may write and the refusals of those a newer lease fenced off.
+
+    ``epochs`` is each run's lease epoch read in the write transaction; a request whose epoch is
+    older is refused (:class:`~agent_fleet.errors.LeaseLost`), its batch-mates are written.
+    """
+    allowed: list[AppendRequest] = []
+    refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
+    for request in requests:
+        if request.epoch is not None:
+            run = run_of(request.session_id)
+            current = epochs.get(run)
+            if current is not None and current != request.epoch:
+                refused.append(
+                    (
+                        request.future,
+                        LeaseLost(
+                            f"run {run} was taken over by another engine (lease epoch {current}, "
+                            f"this engine held {request.epoch}); this engine stopped writing"
+                        ),
+                    )
+                )
+                continue
+        allowed.append(request)
+    return allowed, refused
+
+
+def run_of(session_id: str) -> str:
+    """The run a session belongs to: ``RUN`` for ``RUN`` and every ``RUN.xxx``."""
+    return session_id.split(".", 1)[0]
 
 
 def resolve_futures(outcomes: Sequence[tuple[asyncio.Future[list[Event]], list[Event] | BaseException]]) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 from agent_fleet.domain.events import Event
-from agent_fleet.session._codec import AppendRequest, SnapshotRequest, check_append, encode_data
+from agent_fleet.session._codec import AppendRequest, SnapshotRequest, check_append, encode_data, run_of
 
 __all__ = ["QueuedWrites"]
 
@@ -22,6 +22,7 @@ class QueuedWrites(ABC):
     _appends: collections.deque[AppendRequest]
     _snapshots: collections.deque[SnapshotRequest]
     _max_batch_events: int
+    _fences: dict[str, int]
 
     @abstractmethod
     async def open(self) -> None: ...
@@ -48,7 +49,8 @@ class QueuedWrites(ABC):
     async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
         check_append(session_id, type)
         value, text = encode_data(data)
-        events = await self._submit(AppendRequest(session_id, ((type, value, text),), self._new_future()))
+        request = AppendRequest(session_id, ((type, value, text),), self._new_future(), self._epoch_of(session_id))
+        events = await self._submit(request)
         return events[0]
 
     async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
@@ -60,7 +62,17 @@ class QueuedWrites(ABC):
             items.append((type_, value, text))
         if not items:
             return []
-        return await self._submit(AppendRequest(session_id, items, self._new_future()))
+        return await self._submit(AppendRequest(session_id, items, self._new_future(), self._epoch_of(session_id)))
+
+    def fence(self, run_id: str, epoch: int | None) -> None:
+        """Every later append to the run's sessions carries ``epoch``; the writer checks it (lease.py)."""
+        if epoch is None:
+            self._fences.pop(run_id, None)
+        else:
+            self._fences[run_id] = epoch
+
+    def _epoch_of(self, session_id: str) -> int | None:
+        return self._fences.get(run_of(session_id)) if self._fences else None
 
     async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
         check_append(key, "snapshot")

@@ -20,8 +20,17 @@ from typing import Any
 
 from agent_fleet.domain.events import Event, SessionRecord
 from agent_fleet.errors import StoreError
-from agent_fleet.session._codec import AppendRequest, check_append, decode_data, encode_data, plan_batch
+from agent_fleet.session._codec import (
+    AppendRequest,
+    check_append,
+    decode_data,
+    encode_data,
+    plan_batch,
+    run_of,
+    split_fenced,
+)
 from agent_fleet.session._wakes import WakeBatcher
+from agent_fleet.session.lease import Lease
 from agent_fleet.session.port import WakeState
 
 __all__ = ["MemorySessionLog", "MemoryStore"]
@@ -39,6 +48,7 @@ class MemoryStore:
 
     streams: dict[str, _Stream] = field(default_factory=dict)
     snapshots: dict[str, str] = field(default_factory=dict)
+    leases: dict[str, Lease] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"MemoryStore(streams={len(self.streams)}, snapshots={len(self.snapshots)})"
@@ -55,6 +65,7 @@ class MemorySessionLog:
         self._in_flight = 0
         self._drained = asyncio.Event()
         self._wakes = WakeBatcher(self._wake_many)
+        self._fences: dict[str, int] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def open(self) -> None:
@@ -109,7 +120,12 @@ class MemorySessionLog:
 
     def _append(self, session_id: str, items: list[tuple[str, dict[str, Any], str]]) -> list[Event]:
         loop = asyncio.get_running_loop()
-        delta = plan_batch([AppendRequest(session_id, items, loop.create_future())])[session_id]
+        request = AppendRequest(session_id, items, loop.create_future(), self._fences.get(run_of(session_id)))
+        held = self.store.leases.get(run_of(session_id))
+        _, refused = split_fenced([request], {held.run_id: held.epoch} if held is not None else {})
+        if refused:
+            raise refused[0][1]
+        delta = plan_batch([request])[session_id]
         now = self._wall_clock()
         stream = self.store.streams.get(session_id)
         if stream is None:
@@ -134,6 +150,31 @@ class MemorySessionLog:
         await self._enter()
         try:
             self.store.snapshots[key] = text
+        finally:
+            self._leave()
+
+    # -- leases (lease.py) -----------------------------------------------------------------------
+    def fence(self, run_id: str, epoch: int | None) -> None:
+        if epoch is None:
+            self._fences.pop(run_id, None)
+        else:
+            self._fences[run_id] = epoch
+
+    async def read_lease(self, run_id: str) -> Lease | None:
+        await self._enter()
+        try:
+            return self.store.leases.get(run_id)
+        finally:
+            self._leave()
+
+    async def swap_lease(self, lease: Lease, expected_epoch: int | None) -> bool:
+        await self._enter()
+        try:
+            current = self.store.leases.get(lease.run_id)
+            if (current.epoch if current is not None else None) != expected_epoch:
+                return False
+            self.store.leases[lease.run_id] = lease
+            return True
         finally:
             self._leave()
 

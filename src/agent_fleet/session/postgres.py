@@ -33,8 +33,9 @@ import asyncio
 import collections
 import enum
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -46,18 +47,24 @@ from agent_fleet.session._codec import (
     SnapshotRequest,
     assign,
     decode_data,
+    fenced_runs,
     plan_batch,
     record_from_row,
     redact_url,
     resolve_futures,
+    split_fenced,
 )
+from agent_fleet.session._pg_sql import Statements
+from agent_fleet.session._retry import DEFAULT_DEADLINE_S, RetryPolicy
 from agent_fleet.session._wakes import WakeBatcher
 from agent_fleet.session._writes import QueuedWrites
+from agent_fleet.session.lease import Lease, LeaseOwner
 from agent_fleet.session.port import WakeState
 
 __all__ = ["PostgresSessionLog"]
 
 SCHEMA_VERSION = 1
+_T = TypeVar("_T")
 _Outcome = tuple[asyncio.Future[list[Event]], list[Event] | BaseException]
 
 
@@ -66,6 +73,29 @@ class _Lifecycle(enum.Enum):
     OPEN = "open"
     CLOSING = "closing"
     CLOSED = "closed"
+
+
+# Failures that may pass: a dropped or terminated connection, a server restarting or out of disk.
+_TRANSIENT = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,  # a connection cut off mid-operation, left in a bad state
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.SerializationError,
+    asyncpg.exceptions.DeadlockDetectedError,
+    asyncpg.exceptions.ReadOnlySQLTransactionError,
+)
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """One try of a batch: its rows and acknowledgements, set once only its COMMIT is left."""
+
+    rows: list[tuple[str, int, str, float, str]] = field(default_factory=list)
+    outcomes: list[_Outcome] | None = None
 
 
 class PostgresSessionLog(QueuedWrites):
@@ -79,6 +109,7 @@ class PostgresSessionLog(QueuedWrites):
         pool_max: int = 8,
         max_batch_events: int = 5_000,
         connect_timeout_s: float = 10.0,
+        retry_deadline_s: float = DEFAULT_DEADLINE_S,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._dsn = dsn
@@ -87,14 +118,16 @@ class PostgresSessionLog(QueuedWrites):
         self._max_batch_events = max(1, max_batch_events)
         self._connect_timeout_s = connect_timeout_s
         self._wall_clock = wall_clock
+        self._retry = RetryPolicy(deadline_s=retry_deadline_s)
         self._state = _Lifecycle.NEW
         self._pool: asyncpg.Pool | None = None
         self._appends: collections.deque[AppendRequest] = collections.deque()
         self._snapshots: collections.deque[SnapshotRequest] = collections.deque()
         self._wake = asyncio.Event()
+        self._fences: dict[str, int] = {}
         self._closing = False
         self._writer: asyncio.Task[None] | None = None
-        self._sql = _Statements(f'"{schema}".' if schema else "")
+        self._sql = Statements(f'"{schema}".' if schema else "")
         self._wakes = WakeBatcher(self._wake_many)
 
     def __repr__(self) -> str:
@@ -190,7 +223,7 @@ class PostgresSessionLog(QueuedWrites):
             return False
         outcomes: list[_Outcome]
         try:
-            outcomes = await self._commit(appends, snapshots)
+            outcomes = await self._commit_retrying(appends, snapshots)
         except Exception as exc:
             everyone: list[AppendRequest | SnapshotRequest] = [*appends, *snapshots]
             if len(everyone) > 1 and _request_specific(exc):
@@ -199,9 +232,9 @@ class PostgresSessionLog(QueuedWrites):
                 for one in everyone:
                     try:
                         if isinstance(one, AppendRequest):
-                            outcomes += await self._commit([one], [])
+                            outcomes += await self._commit_retrying([one], [])
                         else:
-                            outcomes += await self._commit([], [one])
+                            outcomes += await self._commit_retrying([], [one])
                     except Exception as single:
                         outcomes.append((one.future, _as_store_error(single)))
             else:
@@ -210,14 +243,66 @@ class PostgresSessionLog(QueuedWrites):
         resolve_futures(outcomes)
         return True
 
-    async def _commit(self, appends: list[AppendRequest], snapshots: list[SnapshotRequest]) -> list[_Outcome]:
+    async def _commit_retrying(self, appends: list[AppendRequest], snapshots: list[SnapshotRequest]) -> list[_Outcome]:
+        """One batch, retried on a fresh connection while the failure may pass (_retry.py).
+
+        A connection lost while its COMMIT was in flight leaves the outcome unknown: the retry first
+        looks for the very rows it sent (same ``(session_id, seq)`` and time) and, when they are there,
+        acknowledges them instead of writing the batch twice.
+        """
+        tries = self._retry.start("write")
+        attempt = _Attempt()
+        while True:
+            try:
+                if attempt.outcomes is not None and await self._landed(attempt):
+                    outcomes = attempt.outcomes
+                else:
+                    attempt = _Attempt()
+                    outcomes = await self._commit(appends, snapshots, attempt)
+            except _TRANSIENT as exc:
+                await asyncio.sleep(tries.pause_after(_first_line(exc)))  # StoreUnavailable past the deadline
+                continue
+            self._retry.succeeded()
+            return outcomes
+
+    async def _landed(self, attempt: _Attempt) -> bool:
+        """Whether every row of an attempt whose COMMIT was cut off is in the store."""
+        if not attempt.rows or self._pool is None:
+            return False  # snapshots only: writing them again is harmless
+        sids, seqs, times = zip(*((r[0], r[1], r[3]) for r in attempt.rows), strict=True)
+        found = await self._read(lambda conn: conn.fetchval(self._sql.landed, list(sids), list(seqs), list(times)))
+        return int(found) == len(attempt.rows)
+
+    async def _commit(
+        self, appends: list[AppendRequest], snapshots: list[SnapshotRequest], attempt: _Attempt
+    ) -> list[_Outcome]:
         pool = self._pool
         if pool is None:
             raise StoreError("session store is closed")
+        async with pool.acquire() as conn:
+            try:
+                return await self._commit_on(conn, appends, snapshots, attempt)
+            except _TRANSIENT:
+                conn.terminate()  # the pool replaces it: the retry gets a fresh connection
+                raise
+
+    async def _commit_on(
+        self,
+        conn: asyncpg.Connection,
+        appends: list[AppendRequest],
+        snapshots: list[SnapshotRequest],
+        attempt: _Attempt,
+    ) -> list[_Outcome]:
         deltas = plan_batch(appends)
         now = self._wall_clock()
         sql = self._sql
-        async with pool.acquire() as conn, conn.transaction():
+        refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
+        async with conn.transaction():
+            runs = fenced_runs(appends)
+            if runs:  # fencing: FOR SHARE holds off a takeover (an UPDATE of the row) until this commits
+                epochs = {rid: int(e) for rid, e in await conn.fetch(sql.lease_epochs, runs)}
+                appends, refused = split_fenced(appends, epochs)
+                deltas = plan_batch(appends)
             base: dict[str, int] = {}
             if deltas:
                 reserved = await conn.fetch(
@@ -244,9 +329,32 @@ class PostgresSessionLog(QueuedWrites):
                 )
             if snapshots:
                 await conn.executemany(sql.put_snapshot, [(s.key, s.text, now) for s in snapshots])
-        outcomes: list[_Outcome] = [(request.future, events) for request, events in acks]
-        outcomes += [(s.future, []) for s in snapshots]
+            outcomes: list[_Outcome] = [(request.future, events) for request, events in acks]
+            outcomes += [(s.future, []) for s in snapshots]
+            outcomes.extend(refused)
+            attempt.rows, attempt.outcomes = rows, outcomes  # from here on only the COMMIT is left
         return outcomes
+
+    # -- leases (lease.py) ---------------------------------------------------------------------
+
+    async def read_lease(self, run_id: str) -> Lease | None:
+        row = await self._read(lambda conn: conn.fetchrow(self._sql.read_lease, run_id))
+        if row is None:
+            return None
+        rid, epoch, host, pid, started, heartbeat, expires = row
+        return Lease(rid, int(epoch), LeaseOwner(host, int(pid), float(started)), float(heartbeat), float(expires))
+
+    async def swap_lease(self, lease: Lease, expected_epoch: int | None) -> bool:
+        o = lease.owner
+        args = (lease.run_id, lease.epoch, o.host, o.pid, o.start, lease.heartbeat, lease.expires)
+        try:
+            if expected_epoch is None:
+                done = await self._reader().fetchval(self._sql.insert_lease, *args)
+            else:
+                done = await self._reader().fetchval(self._sql.update_lease, *args, expected_epoch)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StoreError(f"session store lease write failed: {_first_line(exc)}") from None
+        return done is not None
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -255,11 +363,27 @@ class PostgresSessionLog(QueuedWrites):
         assert self._pool is not None
         return self._pool
 
+    async def _read(self, op: Callable[[asyncpg.Connection], Awaitable[_T]]) -> _T:
+        """One read, retried like a write while its failure may pass (a dropped connection)."""
+        tries = self._retry.start("read")
+        while True:
+            try:
+                async with self._reader().acquire() as conn:
+                    try:
+                        value = await op(conn)
+                    except _TRANSIENT:
+                        conn.terminate()  # the pool replaces it: the retry gets a fresh connection
+                        raise
+            except _TRANSIENT as exc:
+                await asyncio.sleep(tries.pause_after(_first_line(exc)))  # StoreUnavailable past the deadline
+                continue
+            except asyncpg.PostgresError as exc:
+                raise _read_error(exc) from None
+            self._retry.succeeded()
+            return value
+
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        try:
-            row = await self._reader().fetchrow(self._sql.select_session, session_id)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise _read_error(exc) from None
+        row = await self._read(lambda conn: conn.fetchrow(self._sql.select_session, session_id))
         return None if row is None else _record(row)
 
     async def get_events(self, session_id: str, after: int = 0) -> list[Event]:
@@ -271,12 +395,14 @@ class PostgresSessionLog(QueuedWrites):
 
     async def _wake_many(self, ids: Sequence[str]) -> dict[str, WakeState]:
         """Records and histories of many sessions in one snapshot (one read transaction)."""
-        try:
-            async with self._reader().acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+
+        async def snapshot(conn: asyncpg.Connection) -> tuple[list[Any], list[Any]]:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
                 records = await conn.fetch(self._sql.select_sessions_any, list(ids))
                 rows = await conn.fetch(self._sql.select_events_any, list(ids)) if records else []
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise _read_error(exc) from None
+            return records, rows
+
+        records, rows = await self._read(snapshot)
         history: dict[str, list[Event]] = {}
         for ev in _events(rows):
             history.setdefault(ev.session_id, []).append(ev)
@@ -297,104 +423,14 @@ class PostgresSessionLog(QueuedWrites):
         return await self._fetch_events(self._sql.events_of_run_typed, run_id, wanted)
 
     async def get_snapshot(self, key: str) -> dict[str, Any] | None:
-        try:
-            text = await self._reader().fetchval(self._sql.get_snapshot, key)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise _read_error(exc) from None
+        text = await self._read(lambda conn: conn.fetchval(self._sql.get_snapshot, key))
         return None if text is None else decode_data(text)
 
     async def _fetch_events(self, query: str, *args: Any) -> list[Event]:
-        try:
-            rows = await self._reader().fetch(query, *args)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise _read_error(exc) from None
-        return _events(rows)
+        return _events(await self._read(lambda conn: conn.fetch(query, *args)))
 
     async def _fetch_records(self, query: str, *args: Any) -> list[SessionRecord]:
-        try:
-            rows = await self._reader().fetch(query, *args)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise _read_error(exc) from None
-        return [_record(row) for row in rows]
-
-
-class _Statements:
-    """Every statement, with table names qualified by the configured schema."""
-
-    def __init__(self, q: str) -> None:
-        cols = "s.session_id, s.kind, s.run_id, s.state, s.last_seq, s.created_at, s.updated_at, i.info::text"
-        sessions = f"{q}fleet_sessions s LEFT JOIN {q}fleet_session_info i ON i.session_id = s.session_id"
-        self.schema = f"""
-            CREATE TABLE IF NOT EXISTS {q}fleet_meta (key text PRIMARY KEY, value text NOT NULL);
-            CREATE TABLE IF NOT EXISTS {q}fleet_sessions (
-                session_id text PRIMARY KEY,
-                kind text NOT NULL,
-                run_id text,
-                state text,
-                last_seq bigint NOT NULL,
-                created_at double precision NOT NULL,
-                updated_at double precision NOT NULL
-            ) WITH (fillfactor = 50);
-            CREATE TABLE IF NOT EXISTS {q}fleet_session_info (session_id text PRIMARY KEY, info jsonb NOT NULL);
-            CREATE INDEX IF NOT EXISTS fleet_sessions_by_run ON {q}fleet_sessions (run_id, session_id);
-            CREATE INDEX IF NOT EXISTS fleet_sessions_by_kind ON {q}fleet_sessions (kind, created_at);
-            CREATE TABLE IF NOT EXISTS {q}fleet_events (
-                session_id text NOT NULL,
-                seq bigint NOT NULL,
-                type text NOT NULL,
-                time double precision NOT NULL,
-                data jsonb NOT NULL,
-                PRIMARY KEY (session_id, seq)
-            );
-            CREATE TABLE IF NOT EXISTS {q}fleet_snapshots (
-                key text PRIMARY KEY, data jsonb NOT NULL, updated_at double precision NOT NULL
-            );
-        """
-        self.schema_version = f"SELECT value FROM {q}fleet_meta WHERE key = 'schema_version'"
-        self.set_schema_version = f"INSERT INTO {q}fleet_meta VALUES ('schema_version', $1)"
-        # Rows go in (and are locked) in session-id order: a fixed lock order between writers.
-        self.reserve = f"""
-            INSERT INTO {q}fleet_sessions AS s
-                (session_id, kind, run_id, state, last_seq, created_at, updated_at)
-            SELECT t.session_id, t.kind, t.run_id, t.state, t.n, $6, $6
-            FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[])
-                WITH ORDINALITY AS t(session_id, n, kind, run_id, state, ord)
-            ORDER BY t.ord
-            ON CONFLICT (session_id) DO UPDATE SET
-                last_seq = s.last_seq + excluded.last_seq,
-                updated_at = excluded.updated_at,
-                state = coalesce(excluded.state, s.state)
-            RETURNING s.session_id, s.last_seq
-        """
-        self.insert_info = (
-            f"INSERT INTO {q}fleet_session_info (session_id, info) "
-            "SELECT t.session_id, t.info::jsonb FROM unnest($1::text[], $2::text[]) AS t(session_id, info)"
-        )
-        self.put_snapshot = (
-            f"INSERT INTO {q}fleet_snapshots (key, data, updated_at) VALUES ($1, $2::text::jsonb, $3) "
-            "ON CONFLICT (key) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
-        )
-        self.get_snapshot = f"SELECT data::text FROM {q}fleet_snapshots WHERE key = $1"
-        self.select_session = f"SELECT {cols} FROM {sessions} WHERE s.session_id = $1"
-        self.select_sessions_any = f"SELECT {cols} FROM {sessions} WHERE s.session_id = ANY($1::text[])"
-        event_cols = "e.session_id, e.seq, e.type, e.time, e.data::text"
-        self.select_events = (
-            f"SELECT {event_cols} FROM {q}fleet_events e WHERE e.session_id = $1 AND e.seq > $2 ORDER BY e.seq"
-        )
-        self.select_events_any = (
-            f"SELECT {event_cols} FROM {q}fleet_events e WHERE e.session_id = ANY($1::text[]) "
-            "ORDER BY e.session_id, e.seq"
-        )
-        self.list_runs = (
-            f"SELECT {cols} FROM {sessions} WHERE s.kind = 'run' ORDER BY s.created_at DESC, s.session_id DESC LIMIT $1"
-        )
-        self.list_sessions = f"SELECT {cols} FROM {sessions} WHERE s.run_id = $1 ORDER BY s.session_id"
-        run_join = (
-            f"SELECT {event_cols} FROM {q}fleet_sessions s "
-            f"JOIN {q}fleet_events e ON e.session_id = s.session_id WHERE s.run_id = $1"
-        )
-        self.events_of_run = f"{run_join} ORDER BY s.session_id, e.seq"
-        self.events_of_run_typed = f"{run_join} AND e.type = ANY($2::text[]) ORDER BY s.session_id, e.seq"
+        return [_record(row) for row in await self._read(lambda conn: conn.fetch(query, *args))]
 
 
 def _record(row: Any) -> SessionRecord:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import enum
 import os
 import sqlite3
@@ -49,52 +50,34 @@ from agent_fleet.session._codec import (
     SnapshotRequest,
     assign,
     decode_data,
+    fenced_runs,
     plan_batch,
-    record_from_row,
     resolve_futures,
+    split_fenced,
 )
+from agent_fleet.session._retry import DEFAULT_DEADLINE_S, RetryPolicy
+from agent_fleet.session._sqlite_lease import LEASE_SCHEMA, lease_epochs, read_lease, swap_lease
+from agent_fleet.session._sqlite_rows import SCHEMA as _SCHEMA
+from agent_fleet.session._sqlite_rows import SESSION_COLUMNS as _SESSION_COLUMNS
+from agent_fleet.session._sqlite_rows import SESSIONS as _SESSIONS
+from agent_fleet.session._sqlite_rows import as_store_error as _as_store_error
+from agent_fleet.session._sqlite_rows import events as _events
+from agent_fleet.session._sqlite_rows import record as _record
+from agent_fleet.session._sqlite_rows import request_specific as _request_specific
+from agent_fleet.session._sqlite_rows import transient as _transient
+from agent_fleet.session._sqlite_rows import wake_many as _wake_many
 from agent_fleet.session._wakes import WakeBatcher
 from agent_fleet.session._writes import QueuedWrites
+from agent_fleet.session.lease import Lease
 from agent_fleet.session.port import WakeState
 
 __all__ = ["SqliteSessionLog"]
 
 _T = TypeVar("_T")
+_Outcome = tuple[asyncio.Future[list[Event]], list[Event] | BaseException]
 
 SCHEMA_VERSION = 1
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS fleet_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS fleet_events (
-    id INTEGER PRIMARY KEY,
-    session_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    time REAL NOT NULL,
-    data TEXT NOT NULL,
-    UNIQUE (session_id, seq)
-);
-CREATE TABLE IF NOT EXISTS fleet_sessions (
-    session_id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    run_id TEXT,
-    state TEXT,
-    last_seq INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS fleet_sessions_by_run ON fleet_sessions (run_id, session_id);
-CREATE INDEX IF NOT EXISTS fleet_sessions_by_kind ON fleet_sessions (kind, created_at);
-CREATE TABLE IF NOT EXISTS fleet_session_info (session_id TEXT PRIMARY KEY, info TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS fleet_snapshots (key TEXT PRIMARY KEY, data TEXT NOT NULL, updated_at REAL NOT NULL);
-"""
-# Events are a rowid table (appends land at the end of the B-tree) with a (session_id, seq)
-# index: measured ~2x faster to insert than a WITHOUT ROWID table keyed by (session_id, seq),
-# and large model responses do not bloat the key B-tree.
-# The projection row is rewritten by every batch that touches its session, so it stays small:
-# the creating event's data (``info``, possibly large) lives in its own table, written once.
 
-_SESSION_COLUMNS = "s.session_id, s.kind, s.run_id, s.state, s.last_seq, s.created_at, s.updated_at, i.info"
-_SESSIONS = "fleet_sessions s LEFT JOIN fleet_session_info i ON i.session_id = s.session_id"
 _INSERT_EVENT = "INSERT INTO fleet_events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)"
 _INSERT_SESSION = (
     "INSERT INTO fleet_sessions (session_id, kind, run_id, state, last_seq, created_at, updated_at) "
@@ -108,7 +91,6 @@ _PUT_SNAPSHOT = (
     "INSERT INTO fleet_snapshots (key, data, updated_at) VALUES (?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
 )
-_IN_CHUNK = 500  # session ids per IN (...) list, well under SQLite's bound-parameter limit
 _SELECT_SESSION = f"SELECT {_SESSION_COLUMNS} FROM {_SESSIONS} WHERE s.session_id = ?"
 _SELECT_EVENTS = (
     "SELECT session_id, seq, type, time, data FROM fleet_events WHERE session_id = ? AND seq > ? ORDER BY seq"
@@ -142,6 +124,7 @@ class SqliteSessionLog(QueuedWrites):
         sync: str = "normal",
         busy_timeout_s: float = 10.0,
         max_batch_events: int = 5_000,
+        retry_deadline_s: float = DEFAULT_DEADLINE_S,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         if sync not in _SYNC_MODES:
@@ -155,10 +138,13 @@ class SqliteSessionLog(QueuedWrites):
         self._appends: collections.deque[AppendRequest] = collections.deque()
         self._snapshots: collections.deque[SnapshotRequest] = collections.deque()
         self._wake = threading.Event()
+        self._fences: dict[str, int] = {}
         self._closing = False
         self._writer: threading.Thread | None = None
         self._writer_done: concurrent.futures.Future[None] = concurrent.futures.Future()
         # Owned by the writer thread only.
+        self._conn: sqlite3.Connection | None = None
+        self._retry = RetryPolicy(deadline_s=retry_deadline_s)
         self._last_seq: dict[str, int] = {}
         self._data_version = -1
         # The read connection serves one query at a time, from worker threads.
@@ -233,8 +219,8 @@ class SqliteSessionLog(QueuedWrites):
     def _writer_main(self, ready: concurrent.futures.Future[None]) -> None:
         try:
             try:
-                conn = self._connect(False)
-                self._create_schema(conn)
+                self._conn = self._connect(False)
+                self._create_schema(self._conn)
             except BaseException as exc:
                 ready.set_exception(exc)
                 return
@@ -243,23 +229,23 @@ class SqliteSessionLog(QueuedWrites):
                 while True:
                     self._wake.wait()
                     self._wake.clear()
-                    while self._write_pending(conn):
+                    while self._write_pending():
                         pass
                     if self._closing and not self._appends and not self._snapshots:
                         return
             finally:
-                conn.close()
+                self._drop_connection()
         finally:
             self._writer_done.set_result(None)
 
-    def _write_pending(self, conn: sqlite3.Connection) -> bool:
+    def _write_pending(self) -> bool:
         """Commit one batch from the queues; False when they were empty."""
         appends, snapshots = self._take_batch()
         if not appends and not snapshots:
             return False
         outcomes: list[tuple[asyncio.Future[list[Event]], list[Event] | BaseException]]
         try:
-            outcomes = self._commit(conn, appends, snapshots)
+            outcomes = self._commit_retrying(appends, snapshots)
         except Exception as exc:
             everyone: list[AppendRequest | SnapshotRequest] = [*appends, *snapshots]
             if len(everyone) > 1 and _request_specific(exc):
@@ -268,9 +254,9 @@ class SqliteSessionLog(QueuedWrites):
                 for one in everyone:
                     try:
                         if isinstance(one, AppendRequest):
-                            outcomes += self._commit(conn, [one], [])
+                            outcomes += self._commit_retrying([one], [])
                         else:
-                            outcomes += self._commit(conn, [], [one])
+                            outcomes += self._commit_retrying([], [one])
                     except Exception as single:
                         outcomes.append((one.future, _as_store_error(single)))
             else:
@@ -286,6 +272,31 @@ class SqliteSessionLog(QueuedWrites):
                 pass  # the caller's loop is gone; nobody is waiting for these
         return True
 
+    def _commit_retrying(self, appends: list[AppendRequest], snapshots: list[SnapshotRequest]) -> list[_Outcome]:
+        """One batch, retried on a fresh connection while the failure may pass (_retry.py)."""
+        tries = self._retry.start("write")
+        while True:
+            try:
+                conn = self._conn if self._conn is not None else self._connect(False)
+                self._conn = conn
+                outcomes = self._commit(conn, appends, snapshots)
+            except (sqlite3.OperationalError, StoreUnreachable) as exc:
+                if isinstance(exc, sqlite3.OperationalError) and not _transient(exc):
+                    raise
+                pause = tries.pause_after(str(exc))  # StoreUnavailable past the deadline
+                self._drop_connection()
+                time.sleep(pause)
+                continue
+            self._retry.succeeded()
+            return outcomes
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        self._data_version = -1  # a new connection counts versions afresh: the seq cache is reread
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
     def _commit(
         self, conn: sqlite3.Connection, appends: list[AppendRequest], snapshots: list[SnapshotRequest]
     ) -> list[tuple[asyncio.Future[list[Event]], list[Event] | BaseException]]:
@@ -296,6 +307,10 @@ class SqliteSessionLog(QueuedWrites):
                 # Another connection committed since our last transaction: cached seqs may be stale.
                 self._last_seq.clear()
                 self._data_version = version
+            refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
+            runs = fenced_runs(appends)
+            if runs:  # fencing: the epoch is read in this transaction, so no takeover can slip in between
+                appends, refused = split_fenced(appends, lease_epochs(conn, runs))
             deltas = plan_batch(appends)
             known = self._last_seq
             unknown = [sid for sid in deltas if sid not in known]
@@ -335,7 +350,27 @@ class SqliteSessionLog(QueuedWrites):
             (request.future, events) for request, events in acks
         ]
         outcomes += [(s.future, []) for s in snapshots]
+        outcomes.extend(refused)
         return outcomes
+
+    # -- leases (lease.py) ---------------------------------------------------------------------
+
+    async def read_lease(self, run_id: str) -> Lease | None:
+        return await self._read(lambda conn: read_lease(conn, run_id))
+
+    async def swap_lease(self, lease: Lease, expected_epoch: int | None) -> bool:
+        self._ensure_open()
+
+        def work() -> bool:
+            conn = self._connect(False)
+            try:
+                return swap_lease(conn, lease, expected_epoch)
+            except sqlite3.Error as exc:
+                raise StoreError(f"session store lease write failed: {exc}") from None
+            finally:
+                conn.close()
+
+        return await asyncio.to_thread(work)
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -368,7 +403,7 @@ class SqliteSessionLog(QueuedWrites):
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _SCHEMA.split(";"):
+                for statement in (_SCHEMA + ";" + LEASE_SCHEMA).split(";"):
                     if statement.strip():
                         conn.execute(statement)
                 row = conn.execute("SELECT value FROM fleet_meta WHERE key = 'schema_version'").fetchone()
@@ -459,50 +494,3 @@ class SqliteSessionLog(QueuedWrites):
             return None if row is None else decode_data(row[0])
 
         return await self._read(work)
-
-
-def _record(row: Any) -> SessionRecord:
-    sid, kind, run_id, state, last_seq, created_at, updated_at, info = row
-    return record_from_row(sid, kind, run_id, state, last_seq, created_at, updated_at, decode_data(info))
-
-
-def _events(rows: Any) -> list[Event]:
-    return [Event(sid, seq, type_, time_, decode_data(data)) for sid, seq, type_, time_, data in rows]
-
-
-def _wake_many(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, WakeState]:
-    """Records and histories of many sessions in one read transaction (one snapshot)."""
-    out: dict[str, WakeState] = {}
-    conn.execute("BEGIN")
-    try:
-        for start in range(0, len(ids), _IN_CHUNK):
-            chunk = list(ids[start : start + _IN_CHUNK])
-            marks = ",".join("?" * len(chunk))
-            sql = f"SELECT {_SESSION_COLUMNS} FROM {_SESSIONS} WHERE s.session_id IN ({marks})"
-            records = [_record(row) for row in conn.execute(sql, chunk)]
-            history: dict[str, list[Event]] = {}
-            rows = conn.execute(
-                "SELECT session_id, seq, type, time, data FROM fleet_events "
-                f"WHERE session_id IN ({marks}) ORDER BY session_id, seq",
-                chunk,
-            )
-            for ev in _events(rows):
-                history.setdefault(ev.session_id, []).append(ev)
-            for rec in records:
-                out[rec.session_id] = WakeState(rec, tuple(history.get(rec.session_id, ())))
-    finally:
-        conn.execute("COMMIT")
-    return out
-
-
-def _request_specific(exc: BaseException) -> bool:
-    """Errors one request's content can cause (text that cannot be bound); others fail the whole batch."""
-    return isinstance(exc, (sqlite3.InterfaceError, sqlite3.DataError, ValueError, OverflowError))
-
-
-def _as_store_error(exc: BaseException) -> BaseException:
-    if isinstance(exc, (sqlite3.Error, UnicodeError, ValueError, OverflowError)):
-        error = StoreError(f"session store write failed: {exc}")
-        error.__cause__ = exc
-        return error
-    return exc

@@ -6,6 +6,8 @@ or, better, ``async with open_store(url) as log: ...`` (which also closes it).
 * ``sqlite:///relative/path.db`` and ``sqlite:////absolute/path.db`` (parent dirs are created);
   option ``?sync=full`` makes every commit ``fsync`` (power-loss durability, see
   :mod:`agent_fleet.session.sqlite`), the default ``sync=normal`` survives ``kill -9``.
+* Both: ``?retry_s=SECONDS`` (default 30) is how long a write or read failing for a reason that may
+  pass (a dropped connection, a full disk) is retried before the run stops with exit 4, resumable.
 * ``postgresql://user@host:port/db`` or ``postgres://...`` (the ``postgres`` extra); option
   ``?schema=NAME`` keeps the tables in that schema (created if missing); other query options
   go to asyncpg (``sslmode=...``) or become server settings.
@@ -23,6 +25,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from agent_fleet.errors import ConfigError
 from agent_fleet.session._codec import redact_url
+from agent_fleet.session._retry import DEFAULT_DEADLINE_S
 from agent_fleet.session.sqlite import SqliteSessionLog
 
 if TYPE_CHECKING:
@@ -37,7 +40,7 @@ __all__ = ["DEFAULT_STORE_URL", "STORE_ENV", "open_store", "resolve_store_url"]
 
 DEFAULT_STORE_URL = "sqlite:///.fleet/fleet.db"
 STORE_ENV = "FLEET_STORE"
-_SQLITE_OPTIONS = {"sync"}
+_SQLITE_OPTIONS = {"sync", "retry_s"}
 
 
 def resolve_store_url(cli_value: str | None) -> str:
@@ -70,11 +73,12 @@ def _sqlite(url: str) -> SqliteSessionLog:
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(options) - _SQLITE_OPTIONS)
     if unknown:
-        raise ConfigError(f"unknown SQLite store option(s) {', '.join(unknown)} in {url!r} (known: sync)")
+        raise ConfigError(f"unknown SQLite store option(s) {', '.join(unknown)} in {url!r} (known: sync, retry_s)")
     sync = options.get("sync", "normal").lower()
     if sync not in ("normal", "full"):
         raise ConfigError(f"bad SQLite store option sync={sync!r}: expected normal or full")
-    return SqliteSessionLog(Path(raw_path).expanduser(), sync=sync)
+    retry = _retry_s(options.get("retry_s"))
+    return SqliteSessionLog(Path(raw_path).expanduser(), sync=sync, retry_deadline_s=retry)
 
 
 def _postgres(url: str) -> PostgresSessionLog:
@@ -89,16 +93,32 @@ def _postgres(url: str) -> PostgresSessionLog:
         raise ConfigError(f"bad PostgreSQL store URL {redact_url(url)!r}: {exc}") from None
     options = parse_qsl(parts.query, keep_blank_values=True)
     schema = None
+    retry_raw: str | None = None
     rest = []
     for key, value in options:
         if key == "schema":
             schema = value
+        elif key == "retry_s":
+            retry_raw = value
         else:
             rest.append((key, value))
     if schema is not None and not _is_identifier(schema):
         raise ConfigError(f"bad PostgreSQL store option schema={schema!r}: use letters, digits and _")
     dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment))
-    return PostgresSessionLog(dsn, schema=schema)
+    return PostgresSessionLog(dsn, schema=schema, retry_deadline_s=_retry_s(retry_raw))
+
+
+def _retry_s(raw: str | None) -> float:
+    """Option ``retry_s``: seconds a failing write is retried before the run stops (exit 4)."""
+    if raw is None:
+        return DEFAULT_DEADLINE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86_400:
+        raise ConfigError(f"bad store option retry_s={raw!r}: expected seconds between 0 and 86400")
+    return value
 
 
 def _is_identifier(name: str) -> bool:
