@@ -43,6 +43,12 @@ def _finish(report: RunReport, as_json: bool) -> None:
         raise typer.Exit(code)
 
 
+def _nonzero(errors: dict[str, int]) -> str:
+    """Error kinds that happened, ``none`` when none did (summary.json lists every kind)."""
+    seen = {k: n for k, n in errors.items() if n}
+    return ", ".join(f"{k} {n}" for k, n in seen.items()) or "none"
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -57,7 +63,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("results", f"{s['results_raw']} raw → {s['results_unique']} unique (dedup {s['dedup_rate']:.1%})"),
         ("tokens", f"{s['tokens']['total']:,} ({s['tokens']['input']:,} in, {s['tokens']['output']:,} out)"),
         ("cost", f"${s['cost_usd']:.4f} at list prices"),
-        ("model calls", f"{s['llm_calls']:,}; errors {s['errors']}"),
+        ("model calls", f"{s['llm_calls']:,}; errors {_nonzero(s['errors'])}"),
         ("duration", f"{s['duration_s']:.1f} s"),
     ]
     for k, v in rows:
