@@ -74,11 +74,11 @@ SNIPPET = (
 )
 
 
-def make_repo(root: Path, files: int) -> dict[str, str]:
+def make_repo(root: Path, files: int, padding: int = 40) -> dict[str, str]:
     out = {}
     for i in range(files):
         rel = f"pkg/mod_{i:03d}.py"
-        out[rel] = SNIPPET.format(i=i) + "# padding line\n" * 40
+        out[rel] = SNIPPET.format(i=i) + "# padding line\n" * padding
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(out[rel])
     return out
@@ -215,7 +215,7 @@ class Recorder:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        if request.method == "POST" and request.path.endswith(("/messages", "/chat/completions")):
+        if request.method == "POST" and request.path.endswith(("/messages", "/chat/completions", "/responses")):
             self.bodies.append(json.loads(body))
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
         async with (
@@ -249,18 +249,17 @@ def calls_of(evs: list[Any]) -> list[int]:
     ]
 
 
-def test_claude_code_paused_on_budget_is_continued_on_resume(workdir: Path, sim_url: str) -> None:
-    claude = program("FLEET_TEST_CLAUDE", "npm/node_modules/.bin/claude")
-    # Claude Code's first call (its prompt and the partition) takes about 12,600 tokens, the second
-    # (with the 10 files it read) about 20,100: the work needs more than the budget, and the call that
-    # crosses it is the second
-    make_repo(workdir / "repo", 10 * AGENTS)
-    budget = 20_000
-    cmd = f"{claude} -p {CLAUDE_PROMPT} --output-format json"
+def paused_then_resumed(
+    workdir: Path, sim_url: str, cmd: str, fmt: str, *, budget: int, agents: int, config_extra: str = ""
+) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """Deploy until every session pauses on ``budget``, raise it, resume: (each session's events, the
+    request bodies that reached the provider after the raise). Checks the bound and the continuation."""
 
-    async def scenario() -> tuple[dict[str, Any], dict[str, Any], Recorder, int]:
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
         async with recorder(sim_url) as (rec, url):
-            first = await asyncio.to_thread(deploy, workdir, url, cmd, "claude", "--budget-tokens", str(budget))
+            first = await asyncio.to_thread(
+                deploy, workdir, url, cmd, fmt, "--budget-tokens", str(budget), agents=agents, config_extra=config_extra
+            )
             before = len(rec.bodies)
             run_id = first["run_id"]
             raised = await asyncio.to_thread(
@@ -269,28 +268,60 @@ def test_claude_code_paused_on_budget_is_continued_on_resume(workdir: Path, sim_
             assert raised.returncode == 0, raised.stderr
             again = await asyncio.to_thread(cli, "resume", run_id, "--json", cwd=workdir, url=url)
             assert again.returncode == 0, again.stderr[-3000:]
-            return first, json.loads(again.stdout), rec, before
+            return first, json.loads(again.stdout), rec.bodies[before:]
 
-    first, second, rec, before = asyncio.run(scenario())
-    assert first["exit_code"] == 3 and first["sessions"]["paused"] == AGENTS
+    first, second, after = asyncio.run(scenario())
+    assert first["exit_code"] == 3 and first["sessions"]["paused"] == agents, first["sessions"]
     raw = asyncio.run(session_events(workdir, first["run_id"]))
-    for sid in (session_id_for(first["run_id"], i) for i in range(AGENTS)):
+    for sid in (session_id_for(first["run_id"], i) for i in range(agents)):
         evs = raw[sid]
         paused_at = next(n for n, e in enumerate(evs) if e.type == EventType.SESSION_PAUSED)
         spent = calls_of(evs[:paused_at])
         # within the bound: every call but the last was admitted below the cap
-        assert spent and sum(spent[:-1]) < budget
+        assert spent and sum(spent[:-1]) < budget < sum(spent), spent
         state = [e.data for e in evs[:paused_at] if e.type == EventType.CLI_STATE]
         assert state and state[-1]["cli_session_id"]
         done = next(e.data for e in evs if e.type == EventType.SESSION_COMPLETED)
         assert done["continued"] and done["cli_session_id"] == state[-1]["cli_session_id"]
-    assert second["status"] == "completed" and second["sessions"]["completed"] == AGENTS
+    assert second["status"] == "completed" and second["sessions"]["completed"] == agents
+    return raw, after
+
+
+def first_request_of(evs: list[Any], bodies: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The first of ``bodies`` whose conversation (``key``) lists this session's partition."""
+    listed = "- " + evs[0].data["partition"]["items"][0] + "\n"  # its partition, in its task
+    return next(b for b in bodies if listed in json.dumps(b[key]).replace("\\n", "\n"))
+
+
+def test_claude_code_paused_on_budget_is_continued_on_resume(workdir: Path, sim_url: str) -> None:
+    claude = program("FLEET_TEST_CLAUDE", "npm/node_modules/.bin/claude")
+    # Claude Code's first call (its prompt and the partition) takes about 12,600 tokens, the second
+    # (with the 10 files it read) about 20,100: the work needs more than the budget, and the call that
+    # crosses it is the second
+    make_repo(workdir / "repo", 10 * AGENTS)
+    cmd = f"{claude} -p {CLAUDE_PROMPT} --output-format json"
+    raw, after = paused_then_resumed(workdir, sim_url, cmd, "claude", budget=20_000, agents=AGENTS)
     # the first request of each session after the raise carries the turns it had before the pause
     for evs in raw.values():
-        listed = "- " + evs[0].data["partition"]["items"][0] + "\n"  # its partition, in its first message
-        mine = [b for b in rec.bodies[before:] if listed in json.dumps(b["messages"][:3])[:20000].replace("\\n", "\n")]
-        roles = [m["role"] for m in mine[0]["messages"]]
+        roles = [m["role"] for m in first_request_of(evs, after, "messages")["messages"]]
         assert "assistant" in roles and roles.count("user") >= 2, roles
+
+
+def test_codex_paused_on_budget_is_continued_on_resume(workdir: Path, sim_url: str) -> None:
+    codex = program("FLEET_TEST_CODEX", "npm/node_modules/.bin/codex")
+    # Codex's first call takes about 10,000 tokens, the second (with 25 of its 30 small files read)
+    # about 13,000: the second crosses the budget, and the third is refused (a partition of 30 files
+    # still fits the quarter of the budget the planner sizes partitions to)
+    make_repo(workdir / "repo", 30 * 2, padding=5)
+    cmd = CODEX_CMD.replace("{codex}", codex)
+    raw, after = paused_then_resumed(
+        workdir, sim_url, cmd, "codex", budget=20_000, agents=2, config_extra=NATIVE_RESPONSES
+    )
+    for evs in raw.values():
+        items = first_request_of(evs, after, "input")["input"]
+        kinds = [i.get("type") for i in items]
+        # `codex exec resume` sent the 25 reads and their outputs from before the pause
+        assert kinds.count("function_call") >= 25 and kinds.count("function_call_output") >= 25, kinds
 
 
 def test_aider_fleet_distinct_findings_are_distinct_results(workdir: Path, sim_url: str) -> None:
