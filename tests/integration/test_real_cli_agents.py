@@ -1,15 +1,17 @@
-"""The real coding CLIs as fleet members: Claude Code and aider through the run's gateway service.
+"""The real coding CLIs as fleet members: Claude Code, Codex CLI and aider through the run's gateway service.
 
 Each test runs ``agent-fleet deploy --agent-cmd`` with the real program (installed by
-``.ci/install-agent-clis``; found through ``FLEET_TEST_CLAUDE`` / ``FLEET_TEST_AIDER`` or at their
-place in ``.ci-tools/``) against the simulated provider, which answers them as
-``agent_fleet.testing.sim_coding`` describes. Metering must equal the simulated provider's own bill,
-every finding must arrive as its own result, and a session paused on budget must be continued on
-resume: its first request after the raise carries the turns it had before.
+``.ci/install-agent-clis``; found through ``FLEET_TEST_CLAUDE`` / ``FLEET_TEST_CODEX`` /
+``FLEET_TEST_AIDER`` or at their place in ``.ci-tools/``) against the simulated provider, which
+answers them as ``agent_fleet.testing.sim_coding`` describes. Metering must equal the simulated
+provider's own bill, every finding must arrive as its own result, a session paused on budget must be
+continued on resume (its first request after the raise carries the turns it had before), and a
+refused credential must fail the attempt even where the tool exits 0.
 
 Without the programs installed the tests skip, unless ``FLEET_REQUIRE_REAL_CLIS=1`` (``.ci/run`` sets
-it), where a missing program fails. ``FLEET_REAL_CLI_AGENTS=N`` sets the fleet size (default 3; the
-figures in the report come from ``FLEET_REAL_CLI_AGENTS=50``).
+it), where a missing program fails. ``FLEET_REAL_CLI_AGENTS=N`` sets the Claude Code fleet size
+(default 3; the figures in the report come from ``FLEET_REAL_CLI_AGENTS=50``); the Codex and aider
+fleets have ten agents at least.
 """
 
 from __future__ import annotations
