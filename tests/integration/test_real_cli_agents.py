@@ -389,24 +389,32 @@ AIDER_CMD = (
 )
 
 
-@pytest.mark.parametrize("fmt", ["claude", "codex", "aider"])
-def test_an_authentication_error_fails_the_attempt(workdir: Path, sim_url: str, fmt: str) -> None:
+def test_an_authentication_error_fails_the_attempt(workdir: Path, sim_url: str) -> None:
     """A CLI refused by the gateway (a key it never issued) fails its attempt with the tool's error, even
-    where the tool exits 0 after it (aider); no result is taken from its error text."""
-    if fmt == "claude":
-        cmd = f"{program('FLEET_TEST_CLAUDE', 'npm/node_modules/.bin/claude')} -p {CLAUDE_PROMPT} --output-format json"
-    elif fmt == "codex":
-        cmd = CODEX_CMD.replace("{codex}", program("FLEET_TEST_CODEX", "npm/node_modules/.bin/codex"))
-    else:
-        cmd = AIDER_CMD.replace("{aider}", program("FLEET_TEST_AIDER", "aider/bin/aider"))
-    make_repo(workdir / "repo", 2)
+    where the tool exits 0 after it (aider); no result is taken from its error text. The three tools
+    run side by side, one fleet each."""
+    cmds = {
+        "claude": f"{program('FLEET_TEST_CLAUDE', 'npm/node_modules/.bin/claude')} -p {CLAUDE_PROMPT} "
+        "--output-format json",
+        "codex": CODEX_CMD.replace("{codex}", program("FLEET_TEST_CODEX", "npm/node_modules/.bin/codex")),
+        "aider": AIDER_CMD.replace("{aider}", program("FLEET_TEST_AIDER", "aider/bin/aider")),
+    }
     wrong = "OPENAI_API_KEY=sk-not-issued ANTHROPIC_API_KEY=sk-not-issued "
-    summary = deploy(workdir, sim_url, wrong + cmd, fmt, agents=1, codes=(1,))
-    assert summary["sessions"]["failed"] == 1 and summary["results_raw"] == 0, summary["sessions"]
-    raw = asyncio.run(session_events(workdir, summary["run_id"]))
-    (evs,) = raw.values()
-    # one attempt: another would be refused alike
-    (failed,) = [e.data for e in evs if e.type == EventType.ATTEMPT_FAILED]
-    assert failed["kind"] == "config" and failed["error"].startswith("the CLI agent "), failed
-    assert any(w in failed["error"].lower() for w in ("401", "authenticate")), failed
-    assert not [e for e in evs if e.type in (EventType.RESULT_ITEM, EventType.SESSION_COMPLETED)]
+
+    def one(fmt: str) -> tuple[Path, dict[str, Any]]:
+        where = workdir / fmt
+        make_repo(where / "repo", 2)
+        return where, deploy(where, sim_url, wrong + cmds[fmt], fmt, agents=1, codes=(1,))
+
+    async def all_of_them() -> list[tuple[Path, dict[str, Any]]]:
+        return list(await asyncio.gather(*(asyncio.to_thread(one, fmt) for fmt in cmds)))
+
+    for where, summary in asyncio.run(all_of_them()):
+        assert summary["sessions"]["failed"] == 1 and summary["results_raw"] == 0, summary["sessions"]
+        raw = asyncio.run(session_events(where, summary["run_id"]))
+        (evs,) = raw.values()
+        # one attempt: another would be refused alike
+        (failed,) = [e.data for e in evs if e.type == EventType.ATTEMPT_FAILED]
+        assert failed["kind"] == "config" and failed["error"].startswith("the CLI agent "), (where.name, failed)
+        assert any(w in failed["error"].lower() for w in ("401", "authenticate")), (where.name, failed)
+        assert not [e for e in evs if e.type in (EventType.RESULT_ITEM, EventType.SESSION_COMPLETED)]
