@@ -1,15 +1,17 @@
-"""The real coding CLIs as fleet members: Claude Code and aider through the run's gateway service.
+"""The real coding CLIs as fleet members: Claude Code, Codex CLI and aider through the run's gateway service.
 
 Each test runs ``agent-fleet deploy --agent-cmd`` with the real program (installed by
-``.ci/install-agent-clis``; found through ``FLEET_TEST_CLAUDE`` / ``FLEET_TEST_AIDER`` or at their
-place in ``.ci-tools/``) against the simulated provider, which answers them as
-``agent_fleet.testing.sim_coding`` describes. Metering must equal the simulated provider's own bill,
-every finding must arrive as its own result, and a session paused on budget must be continued on
-resume: its first request after the raise carries the turns it had before.
+``.ci/install-agent-clis``; found through ``FLEET_TEST_CLAUDE`` / ``FLEET_TEST_CODEX`` /
+``FLEET_TEST_AIDER`` or at their place in ``.ci-tools/``) against the simulated provider, which
+answers them as ``agent_fleet.testing.sim_coding`` describes. Metering must equal the simulated
+provider's own bill, every finding must arrive as its own result, a session paused on budget must be
+continued on resume (its first request after the raise carries the turns it had before), and a
+refused credential must fail the attempt even where the tool exits 0.
 
 Without the programs installed the tests skip, unless ``FLEET_REQUIRE_REAL_CLIS=1`` (``.ci/run`` sets
-it), where a missing program fails. ``FLEET_REAL_CLI_AGENTS=N`` sets the fleet size (default 3; the
-figures in the report come from ``FLEET_REAL_CLI_AGENTS=50``).
+it), where a missing program fails. ``FLEET_REAL_CLI_AGENTS=N`` sets the Claude Code fleet size
+(default 3; the figures in the report come from ``FLEET_REAL_CLI_AGENTS=50``); the Codex and aider
+fleets have ten agents at least.
 """
 
 from __future__ import annotations
@@ -74,11 +76,11 @@ SNIPPET = (
 )
 
 
-def make_repo(root: Path, files: int) -> dict[str, str]:
+def make_repo(root: Path, files: int, padding: int = 40) -> dict[str, str]:
     out = {}
     for i in range(files):
         rel = f"pkg/mod_{i:03d}.py"
-        out[rel] = SNIPPET.format(i=i) + "# padding line\n" * 40
+        out[rel] = SNIPPET.format(i=i) + "# padding line\n" * padding
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(out[rel])
     return out
@@ -215,7 +217,7 @@ class Recorder:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        if request.method == "POST" and request.path.endswith(("/messages", "/chat/completions")):
+        if request.method == "POST" and request.path.endswith(("/messages", "/chat/completions", "/responses")):
             self.bodies.append(json.loads(body))
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
         async with (
@@ -249,18 +251,17 @@ def calls_of(evs: list[Any]) -> list[int]:
     ]
 
 
-def test_claude_code_paused_on_budget_is_continued_on_resume(workdir: Path, sim_url: str) -> None:
-    claude = program("FLEET_TEST_CLAUDE", "npm/node_modules/.bin/claude")
-    # Claude Code's first call (its prompt and the partition) takes about 12,600 tokens, the second
-    # (with the 10 files it read) about 20,100: the work needs more than the budget, and the call that
-    # crosses it is the second
-    make_repo(workdir / "repo", 10 * AGENTS)
-    budget = 20_000
-    cmd = f"{claude} -p {CLAUDE_PROMPT} --output-format json"
+def paused_then_resumed(
+    workdir: Path, sim_url: str, cmd: str, fmt: str, *, budget: int, agents: int, config_extra: str = ""
+) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """Deploy until every session pauses on ``budget``, raise it, resume: (each session's events, the
+    request bodies that reached the provider after the raise). Checks the bound and the continuation."""
 
-    async def scenario() -> tuple[dict[str, Any], dict[str, Any], Recorder, int]:
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
         async with recorder(sim_url) as (rec, url):
-            first = await asyncio.to_thread(deploy, workdir, url, cmd, "claude", "--budget-tokens", str(budget))
+            first = await asyncio.to_thread(
+                deploy, workdir, url, cmd, fmt, "--budget-tokens", str(budget), agents=agents, config_extra=config_extra
+            )
             before = len(rec.bodies)
             run_id = first["run_id"]
             raised = await asyncio.to_thread(
@@ -269,28 +270,60 @@ def test_claude_code_paused_on_budget_is_continued_on_resume(workdir: Path, sim_
             assert raised.returncode == 0, raised.stderr
             again = await asyncio.to_thread(cli, "resume", run_id, "--json", cwd=workdir, url=url)
             assert again.returncode == 0, again.stderr[-3000:]
-            return first, json.loads(again.stdout), rec, before
+            return first, json.loads(again.stdout), rec.bodies[before:]
 
-    first, second, rec, before = asyncio.run(scenario())
-    assert first["exit_code"] == 3 and first["sessions"]["paused"] == AGENTS
+    first, second, after = asyncio.run(scenario())
+    assert first["exit_code"] == 3 and first["sessions"]["paused"] == agents, first["sessions"]
     raw = asyncio.run(session_events(workdir, first["run_id"]))
-    for sid in (session_id_for(first["run_id"], i) for i in range(AGENTS)):
+    for sid in (session_id_for(first["run_id"], i) for i in range(agents)):
         evs = raw[sid]
         paused_at = next(n for n, e in enumerate(evs) if e.type == EventType.SESSION_PAUSED)
         spent = calls_of(evs[:paused_at])
         # within the bound: every call but the last was admitted below the cap
-        assert spent and sum(spent[:-1]) < budget
+        assert spent and sum(spent[:-1]) < budget < sum(spent), spent
         state = [e.data for e in evs[:paused_at] if e.type == EventType.CLI_STATE]
         assert state and state[-1]["cli_session_id"]
         done = next(e.data for e in evs if e.type == EventType.SESSION_COMPLETED)
         assert done["continued"] and done["cli_session_id"] == state[-1]["cli_session_id"]
-    assert second["status"] == "completed" and second["sessions"]["completed"] == AGENTS
+    assert second["status"] == "completed" and second["sessions"]["completed"] == agents
+    return raw, after
+
+
+def first_request_of(evs: list[Any], bodies: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The first of ``bodies`` whose conversation (``key``) lists this session's partition."""
+    listed = "- " + evs[0].data["partition"]["items"][0] + "\n"  # its partition, in its task
+    return next(b for b in bodies if listed in json.dumps(b[key]).replace("\\n", "\n"))
+
+
+def test_claude_code_paused_on_budget_is_continued_on_resume(workdir: Path, sim_url: str) -> None:
+    claude = program("FLEET_TEST_CLAUDE", "npm/node_modules/.bin/claude")
+    # Claude Code's first call (its prompt and the partition) takes about 12,600 tokens, the second
+    # (with the 10 files it read) about 20,100: the work needs more than the budget, and the call that
+    # crosses it is the second
+    make_repo(workdir / "repo", 10 * AGENTS)
+    cmd = f"{claude} -p {CLAUDE_PROMPT} --output-format json"
+    raw, after = paused_then_resumed(workdir, sim_url, cmd, "claude", budget=20_000, agents=AGENTS)
     # the first request of each session after the raise carries the turns it had before the pause
     for evs in raw.values():
-        listed = "- " + evs[0].data["partition"]["items"][0] + "\n"  # its partition, in its first message
-        mine = [b for b in rec.bodies[before:] if listed in json.dumps(b["messages"][:3])[:20000].replace("\\n", "\n")]
-        roles = [m["role"] for m in mine[0]["messages"]]
+        roles = [m["role"] for m in first_request_of(evs, after, "messages")["messages"]]
         assert "assistant" in roles and roles.count("user") >= 2, roles
+
+
+def test_codex_paused_on_budget_is_continued_on_resume(workdir: Path, sim_url: str) -> None:
+    codex = program("FLEET_TEST_CODEX", "npm/node_modules/.bin/codex")
+    # Codex's first call takes about 10,000 tokens, the second (with 25 of its 30 small files read)
+    # about 13,000: the second crosses the budget, and the third is refused (a partition of 30 files
+    # still fits the quarter of the budget the planner sizes partitions to)
+    make_repo(workdir / "repo", 30 * 2, padding=5)
+    cmd = CODEX_CMD.replace("{codex}", codex)
+    raw, after = paused_then_resumed(
+        workdir, sim_url, cmd, "codex", budget=20_000, agents=2, config_extra=NATIVE_RESPONSES
+    )
+    for evs in raw.values():
+        items = first_request_of(evs, after, "input")["input"]
+        kinds = [i.get("type") for i in items]
+        # `codex exec resume` sent the 25 reads and their outputs from before the pause
+        assert kinds.count("function_call") >= 25 and kinds.count("function_call_output") >= 25, kinds
 
 
 def test_aider_fleet_distinct_findings_are_distinct_results(workdir: Path, sim_url: str) -> None:
@@ -356,24 +389,32 @@ AIDER_CMD = (
 )
 
 
-@pytest.mark.parametrize("fmt", ["claude", "codex", "aider"])
-def test_an_authentication_error_fails_the_attempt(workdir: Path, sim_url: str, fmt: str) -> None:
+def test_an_authentication_error_fails_the_attempt(workdir: Path, sim_url: str) -> None:
     """A CLI refused by the gateway (a key it never issued) fails its attempt with the tool's error, even
-    where the tool exits 0 after it (aider); no result is taken from its error text."""
-    if fmt == "claude":
-        cmd = f"{program('FLEET_TEST_CLAUDE', 'npm/node_modules/.bin/claude')} -p {CLAUDE_PROMPT} --output-format json"
-    elif fmt == "codex":
-        cmd = CODEX_CMD.replace("{codex}", program("FLEET_TEST_CODEX", "npm/node_modules/.bin/codex"))
-    else:
-        cmd = AIDER_CMD.replace("{aider}", program("FLEET_TEST_AIDER", "aider/bin/aider"))
-    make_repo(workdir / "repo", 2)
+    where the tool exits 0 after it (aider); no result is taken from its error text. The three tools
+    run side by side, one fleet each."""
+    cmds = {
+        "claude": f"{program('FLEET_TEST_CLAUDE', 'npm/node_modules/.bin/claude')} -p {CLAUDE_PROMPT} "
+        "--output-format json",
+        "codex": CODEX_CMD.replace("{codex}", program("FLEET_TEST_CODEX", "npm/node_modules/.bin/codex")),
+        "aider": AIDER_CMD.replace("{aider}", program("FLEET_TEST_AIDER", "aider/bin/aider")),
+    }
     wrong = "OPENAI_API_KEY=sk-not-issued ANTHROPIC_API_KEY=sk-not-issued "
-    summary = deploy(workdir, sim_url, wrong + cmd, fmt, agents=1, codes=(1,))
-    assert summary["sessions"]["failed"] == 1 and summary["results_raw"] == 0, summary["sessions"]
-    raw = asyncio.run(session_events(workdir, summary["run_id"]))
-    (evs,) = raw.values()
-    # one attempt: another would be refused alike
-    (failed,) = [e.data for e in evs if e.type == EventType.ATTEMPT_FAILED]
-    assert failed["kind"] == "config" and failed["error"].startswith("the CLI agent "), failed
-    assert any(w in failed["error"].lower() for w in ("401", "authenticate")), failed
-    assert not [e for e in evs if e.type in (EventType.RESULT_ITEM, EventType.SESSION_COMPLETED)]
+
+    def one(fmt: str) -> tuple[Path, dict[str, Any]]:
+        where = workdir / fmt
+        make_repo(where / "repo", 2)
+        return where, deploy(where, sim_url, wrong + cmds[fmt], fmt, agents=1, codes=(1,))
+
+    async def all_of_them() -> list[tuple[Path, dict[str, Any]]]:
+        return list(await asyncio.gather(*(asyncio.to_thread(one, fmt) for fmt in cmds)))
+
+    for where, summary in asyncio.run(all_of_them()):
+        assert summary["sessions"]["failed"] == 1 and summary["results_raw"] == 0, summary["sessions"]
+        raw = asyncio.run(session_events(where, summary["run_id"]))
+        (evs,) = raw.values()
+        # one attempt: another would be refused alike
+        (failed,) = [e.data for e in evs if e.type == EventType.ATTEMPT_FAILED]
+        assert failed["kind"] == "config" and failed["error"].startswith("the CLI agent "), (where.name, failed)
+        assert any(w in failed["error"].lower() for w in ("401", "authenticate")), (where.name, failed)
+        assert not [e for e in evs if e.type in (EventType.RESULT_ITEM, EventType.SESSION_COMPLETED)]

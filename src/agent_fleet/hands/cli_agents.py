@@ -7,7 +7,9 @@ partition's items one per line (``{analytics_log}`` too: where aider should writ
 The environment carries ``FLEET_TASK``, ``FLEET_PARTITION``, ``FLEET_SESSION_ID``,
 ``FLEET_ANALYTICS_LOG``, and the gateway: ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, with
 ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` set to the session's own gateway token — never a provider
-key (the sandbox refuses any value equal to one of the engine's credentials). A CLI that outlives
+key (the sandbox refuses any value equal to one of the engine's credentials); a tool that reads its
+provider from a file of its own finds it in its home (:mod:`~agent_fleet.hands.cli_setup`: Codex
+CLI's ``config.toml``). A CLI that outlives
 its hard timeout is killed with its whole process group and reported ``timed_out`` so the
 dispatcher can reassign the session; when the command exits, its process group is gone.
 """
