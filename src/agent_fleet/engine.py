@@ -12,6 +12,7 @@ finishes every session that did not end, and aggregates again.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -877,19 +878,52 @@ async def resume(
     on_start: Callable[[str, Engine], None] | None = None,
     slots: SessionSlots | None = None,
     wait: bool = False,
+    retry_failed: bool = False,
 ) -> RunReport:
     """Continue an interrupted, crashed or budget-paused run from its log. Raises RunOwned while
-    another live engine owns the run, unless ``wait`` (then it waits for the lease)."""
+    another live engine owns the run, unless ``wait`` (then it waits for the lease).
+
+    A run that has ended is left as it is and its recorded summary returned (``on_start`` is not
+    called), unless ``retry_failed`` and some session failed for good: those run again, from their
+    logs, and the run is aggregated anew."""
     log = open_store(resolve_store_url(store_url))
     async with log:
         options, plan = await load_run(log, run_id)
+        record = await log.get_session(run_id)
+        failed = [s for s in await log.list_sessions(run_id) if s.state is SessionState.FAILED] if retry_failed else []
+    if record is not None and record.state.terminal and not failed:
+        ended = await asyncio.to_thread(_ended_report, run_id, options)
+        if ended is not None:
+            return ended
     if slots is None:
         await asyncio.to_thread(check_run_options, options)
     async with open_engine(
         options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots, wait=wait
     ) as engine:
-        await engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner()})
+        await engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner(), "retry_failed": retry_failed})
+        if retry_failed:  # read again under the lease: what failed for good runs again
+            for rec in await engine.log.list_sessions(run_id):
+                if rec.state is SessionState.FAILED:
+                    await engine.log.emit_event(rec.session_id, EventType.SESSION_RESUMED, {"reason": "retry_failed"})
         return await _run_to_the_end(engine, run_id, plan, options, on_start)
+
+
+def _ended_report(run_id: str, options: RunOptions) -> RunReport | None:
+    """The report an ended run wrote (its summary.json and results.jsonl); None when they are gone."""
+    out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
+    try:
+        summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or summary.get("run_id") != run_id or "status" not in summary:
+        return None
+    results: tuple[ResultItem, ...] = ()
+    try:
+        with open(out_dir / "results.jsonl", encoding="utf-8") as f:
+            results = tuple(ResultItem.from_dict(json.loads(line)) for line in f if line.strip())
+    except (OSError, ValueError, KeyError, TypeError):
+        results = ()
+    return RunReport(run_id, summary, results, out_dir)
 
 
 async def _run_to_the_end(

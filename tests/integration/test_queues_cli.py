@@ -121,6 +121,46 @@ def test_queues_reads_the_live_snapshot_from_the_store(tmp_path: Path) -> None:
     assert "default" in human.stdout and "pods[default] 1/1" in human.stdout
 
 
+def test_queues_config_wins_over_the_store_and_a_missing_or_bad_file_is_exit_2(tmp_path: Path) -> None:
+    from agent_fleet.admission import AdmissionController, default_objects
+    from agent_fleet.clock import VirtualClock
+    from agent_fleet.session.store import open_store
+
+    store = f"sqlite:///{tmp_path / 'fleet.db'}"
+
+    async def live() -> None:
+        async with open_store(store) as log:
+            await log.put_snapshot("admission", AdmissionController(default_objects(1), VirtualClock()).snapshot())
+
+    asyncio.run(live())
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(SCENARIO)
+    fleet_yaml = tmp_path / "fleet.yaml"
+    fleet_yaml.write_text("queues:\n" + "\n".join("  " + line for line in _objects_only(SCENARIO)) + "\n")
+    proc = fleet("queues", "--config", str(fleet_yaml), "--json", cwd=tmp_path, env={"FLEET_STORE": store})
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["source"] == f"configuration {fleet_yaml}" and [r["name"] for r in data["cluster_queues"]] == ["cq"]
+    for bad, message in (
+        (tmp_path / "missing.yaml", "No such file or directory"),
+        (_write(tmp_path / "bad.yaml", "queues: [\n"), "is not valid YAML"),
+    ):
+        proc = fleet("queues", "--config", str(bad), cwd=tmp_path, env={"FLEET_STORE": store})
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def _objects_only(scenario: str) -> list[str]:
+    lines = scenario.strip().splitlines()
+    start, end = lines.index("objects:") + 1, lines.index("workloads:")
+    return [line[2:] if line.startswith("  ") else line for line in lines[start:end]]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
 FAIR_SCENARIO = """
 fairSharing: {enable: true, preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}
 objects:

@@ -205,8 +205,12 @@ def resume_cmd(
     wait: bool = typer.Option(
         False, "--wait", help="If another live engine owns the run, wait for it instead of exiting 5."
     ),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="Run the sessions that failed for good again, from their logs."
+    ),
 ) -> None:
-    """Continue an interrupted, crashed or budget-paused run from the session log."""
+    """Continue an interrupted, crashed or budget-paused run from the session log. A run that has
+    ended is left as it is: its summary is printed (--retry-failed runs its failed sessions again)."""
     from agent_fleet.cli.progress import live_progress
     from agent_fleet.engine import resume
 
@@ -218,9 +222,12 @@ def resume_cmd(
 
     async def go() -> RunReport:
         async with live_progress(engine_box, enabled=True):
-            return await resume(run_id, store_url=store, on_start=started, wait=wait)
+            return await resume(run_id, store_url=store, on_start=started, wait=wait, retry_failed=retry_failed)
 
-    _finish(run_async(go()), as_json)
+    report = run_async(go())
+    if not engine_box:
+        typer.echo(f"agent-fleet: run {run_id} has already ended ({report.status}); nothing was run", err=True)
+    _finish(report, as_json)
 
 
 async def _run_row(log: SessionLog, rec: SessionRecord) -> dict[str, Any]:

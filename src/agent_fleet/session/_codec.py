@@ -29,6 +29,7 @@ __all__ = [
     "decode_data",
     "encode_data",
     "fenced_runs",
+    "foreign_tables_message",
     "plan_batch",
     "record_from_row",
     "redact_url",
@@ -90,6 +91,14 @@ def check_append(session_id: object, type: object) -> None:
         raise StoreError(f"session id must be a non-empty string, got {session_id!r}")
     if not isinstance(type, str) or not type:
         raise StoreError(f"event type must be a non-empty string, got {type!r}")
+
+
+def foreign_tables_message(where: str, names: Sequence[str]) -> str:
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"session store {where} holds tables that are not the engine's ({shown}); give the engine a database "
+        "of its own, or add ?foreign_tables=allow to the store URL to share it"
+    )
 
 
 def redact_url(url: str) -> str:

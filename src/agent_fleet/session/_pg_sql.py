@@ -63,6 +63,11 @@ class Statements:
         self.lease_epochs = (
             f"SELECT run_id, epoch FROM {q}fleet_leases WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR SHARE"
         )
+        self.foreign_tables = (
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = coalesce($1::text, current_schema()) AND table_name NOT LIKE 'fleet\\_%' "
+            "ORDER BY table_name"
+        )
         self.schema_version = f"SELECT value FROM {q}fleet_meta WHERE key = 'schema_version'"
         self.set_schema_version = f"INSERT INTO {q}fleet_meta VALUES ('schema_version', $1)"
         # Rows go in (and are locked) in session-id order: a fixed lock order between writers.

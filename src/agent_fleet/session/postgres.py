@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import enum
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,13 +42,14 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from agent_fleet.domain.events import Event, SessionRecord
-from agent_fleet.errors import StoreError, StoreUnreachable
+from agent_fleet.errors import ConfigError, StoreError, StoreUnreachable
 from agent_fleet.session._codec import (
     AppendRequest,
     SnapshotRequest,
     assign,
     decode_data,
     fenced_runs,
+    foreign_tables_message,
     plan_batch,
     record_from_row,
     redact_url,
@@ -110,6 +112,7 @@ class PostgresSessionLog(QueuedWrites):
         max_batch_events: int = 5_000,
         connect_timeout_s: float = 10.0,
         retry_deadline_s: float = DEFAULT_DEADLINE_S,
+        foreign_tables: bool = False,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._dsn = dsn
@@ -119,6 +122,7 @@ class PostgresSessionLog(QueuedWrites):
         self._connect_timeout_s = connect_timeout_s
         self._wall_clock = wall_clock
         self._retry = RetryPolicy(deadline_s=retry_deadline_s)
+        self._foreign_tables = foreign_tables  # True: the schema may hold other applications' tables
         self._state = _Lifecycle.NEW
         self._pool: asyncpg.Pool | None = None
         self._appends: collections.deque[AppendRequest] = collections.deque()
@@ -147,6 +151,11 @@ class PostgresSessionLog(QueuedWrites):
             async with self._pool.acquire() as conn, conn.transaction():
                 # Serialises concurrent first opens: CREATE ... IF NOT EXISTS is not race-free.
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtext('agent_fleet.session_log'))")
+                if not self._foreign_tables:
+                    names = [r[0] for r in await conn.fetch(self._sql.foreign_tables, self.schema)]
+                    if names:
+                        where = f"{redact_url(self._dsn)} (schema {self.schema or 'current'})"
+                        raise ConfigError(foreign_tables_message(where, names))
                 if self.schema:
                     await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 await conn.execute(self._sql.schema)
@@ -155,7 +164,7 @@ class PostgresSessionLog(QueuedWrites):
                     await conn.execute(self._sql.set_schema_version, str(SCHEMA_VERSION))
                 elif int(version) > SCHEMA_VERSION:
                     raise StoreError(f"session store has schema version {version}; this version reads {SCHEMA_VERSION}")
-        except StoreError:
+        except (StoreError, ConfigError):
             await self._discard_pool()
             raise
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
@@ -265,6 +274,14 @@ class PostgresSessionLog(QueuedWrites):
             self._retry.succeeded()
             return outcomes
 
+    async def _replace_connections(self, broken: asyncpg.Connection) -> None:
+        """After a connection failed: drop it, and have the pool open fresh ones for the retry
+        (a server restart or ``pg_terminate_backend`` cut the idle ones too)."""
+        with contextlib.suppress(Exception):
+            broken.terminate()
+        if self._pool is not None:
+            await self._pool.expire_connections()
+
     async def _landed(self, attempt: _Attempt) -> bool:
         """Whether every row of an attempt whose COMMIT was cut off is in the store."""
         if not attempt.rows or self._pool is None:
@@ -283,7 +300,7 @@ class PostgresSessionLog(QueuedWrites):
             try:
                 return await self._commit_on(conn, appends, snapshots, attempt)
             except _TRANSIENT:
-                conn.terminate()  # the pool replaces it: the retry gets a fresh connection
+                await self._replace_connections(conn)
                 raise
 
     async def _commit_on(
@@ -372,7 +389,7 @@ class PostgresSessionLog(QueuedWrites):
                     try:
                         value = await op(conn)
                     except _TRANSIENT:
-                        conn.terminate()  # the pool replaces it: the retry gets a fresh connection
+                        await self._replace_connections(conn)
                         raise
             except _TRANSIENT as exc:
                 await asyncio.sleep(tries.pause_after(_first_line(exc)))  # StoreUnavailable past the deadline

@@ -44,13 +44,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent_fleet.domain.events import Event, SessionRecord
-from agent_fleet.errors import StoreError, StoreUnreachable
+from agent_fleet.errors import ConfigError, StoreError, StoreUnreachable
 from agent_fleet.session._codec import (
     AppendRequest,
     SnapshotRequest,
     assign,
     decode_data,
     fenced_runs,
+    foreign_tables_message,
     plan_batch,
     resolve_futures,
     split_fenced,
@@ -112,6 +113,10 @@ class _Lifecycle(enum.Enum):
 
 
 _SYNC_MODES = {"normal": "NORMAL", "full": "FULL"}
+_FOREIGN_TABLES = (
+    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+    "AND name NOT LIKE 'fleet\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+)
 
 
 class SqliteSessionLog(QueuedWrites):
@@ -125,6 +130,7 @@ class SqliteSessionLog(QueuedWrites):
         busy_timeout_s: float = 10.0,
         max_batch_events: int = 5_000,
         retry_deadline_s: float = DEFAULT_DEADLINE_S,
+        foreign_tables: bool = False,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         if sync not in _SYNC_MODES:
@@ -132,6 +138,7 @@ class SqliteSessionLog(QueuedWrites):
         self.path = Path(path)
         self.sync = sync
         self._busy_timeout_s = busy_timeout_s
+        self._foreign_tables = foreign_tables  # True: the file may hold other applications' tables
         self._max_batch_events = max(1, max_batch_events)
         self._wall_clock = wall_clock
         self._state = _Lifecycle.NEW
@@ -219,6 +226,7 @@ class SqliteSessionLog(QueuedWrites):
     def _writer_main(self, ready: concurrent.futures.Future[None]) -> None:
         try:
             try:
+                self._check_foreign_tables()
                 self._conn = self._connect(False)
                 self._create_schema(self._conn)
             except BaseException as exc:
@@ -373,6 +381,21 @@ class SqliteSessionLog(QueuedWrites):
         return await asyncio.to_thread(work)
 
     # -- connections ---------------------------------------------------------------------------
+
+    def _check_foreign_tables(self) -> None:
+        """Refuse (before anything is written, WAL mode included) a file holding other tables."""
+        if self._foreign_tables or not self.path.exists():
+            return
+        try:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=self._busy_timeout_s)
+            try:
+                names = [row[0] for row in conn.execute(_FOREIGN_TABLES)]
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise StoreUnreachable(f"cannot open session store {self.path}: {exc}") from None
+        if names:
+            raise ConfigError(foreign_tables_message(str(self.path), names))
 
     def _connect(self, reader: bool) -> sqlite3.Connection:
         try:

@@ -40,7 +40,7 @@ __all__ = ["DEFAULT_STORE_URL", "STORE_ENV", "open_store", "resolve_store_url"]
 
 DEFAULT_STORE_URL = "sqlite:///.fleet/fleet.db"
 STORE_ENV = "FLEET_STORE"
-_SQLITE_OPTIONS = {"sync", "retry_s"}
+_SQLITE_OPTIONS = {"sync", "retry_s", "foreign_tables"}
 
 
 def resolve_store_url(cli_value: str | None) -> str:
@@ -73,12 +73,15 @@ def _sqlite(url: str) -> SqliteSessionLog:
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(options) - _SQLITE_OPTIONS)
     if unknown:
-        raise ConfigError(f"unknown SQLite store option(s) {', '.join(unknown)} in {url!r} (known: sync, retry_s)")
+        raise ConfigError(
+            f"unknown SQLite store option(s) {', '.join(unknown)} in {url!r} (known: sync, retry_s, foreign_tables)"
+        )
     sync = options.get("sync", "normal").lower()
     if sync not in ("normal", "full"):
         raise ConfigError(f"bad SQLite store option sync={sync!r}: expected normal or full")
     retry = _retry_s(options.get("retry_s"))
-    return SqliteSessionLog(Path(raw_path).expanduser(), sync=sync, retry_deadline_s=retry)
+    foreign = _foreign_tables(options.get("foreign_tables"))
+    return SqliteSessionLog(Path(raw_path).expanduser(), sync=sync, retry_deadline_s=retry, foreign_tables=foreign)
 
 
 def _postgres(url: str) -> PostgresSessionLog:
@@ -94,18 +97,32 @@ def _postgres(url: str) -> PostgresSessionLog:
     options = parse_qsl(parts.query, keep_blank_values=True)
     schema = None
     retry_raw: str | None = None
+    foreign_raw: str | None = None
     rest = []
     for key, value in options:
         if key == "schema":
             schema = value
         elif key == "retry_s":
             retry_raw = value
+        elif key == "foreign_tables":
+            foreign_raw = value
         else:
             rest.append((key, value))
     if schema is not None and not _is_identifier(schema):
         raise ConfigError(f"bad PostgreSQL store option schema={schema!r}: use letters, digits and _")
     dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment))
-    return PostgresSessionLog(dsn, schema=schema, retry_deadline_s=_retry_s(retry_raw))
+    return PostgresSessionLog(
+        dsn, schema=schema, retry_deadline_s=_retry_s(retry_raw), foreign_tables=_foreign_tables(foreign_raw)
+    )
+
+
+def _foreign_tables(raw: str | None) -> bool:
+    """Option ``foreign_tables=allow``: share a database that holds other applications' tables."""
+    if raw is None or raw.lower() == "refuse":
+        return False
+    if raw.lower() == "allow":
+        return True
+    raise ConfigError(f"bad store option foreign_tables={raw!r}: expected allow or refuse")
 
 
 def _retry_s(raw: str | None) -> float:

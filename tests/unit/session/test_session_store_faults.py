@@ -153,23 +153,19 @@ async def test_terminated_connections_lose_and_double_nothing(pg_store: tuple[st
 
         async def writer(i: int) -> None:
             n = 0
-            while n < per_session or killed < 5:  # until several connections were cut under the writes
+            while n < per_session or not stop.is_set():  # until every cut has happened under the writes
                 await log.emit_event(f"run-f.s{i:05d}", "note" if n else "session_created", {"run_id": "run-f", "n": n})
                 n += 1
             written[i] = n
 
-        async def terminator() -> None:
+        async def terminator() -> None:  # eight rounds of cuts, 0.3 s apart
             nonlocal killed
-            while not stop.is_set():
+            for _ in range(8):
+                await asyncio.sleep(0.3)
                 killed += await _terminate(app)
-                await asyncio.sleep(0.1)
-
-        kill_task = asyncio.create_task(terminator())
-        try:
-            await asyncio.gather(*(writer(i) for i in range(sessions)))
-        finally:
             stop.set()
-            await kill_task
+
+        await asyncio.gather(terminator(), *(writer(i) for i in range(sessions)))
         assert killed >= 5
         for i in range(sessions):
             events = await log.get_events(f"run-f.s{i:05d}")
