@@ -1,0 +1,184 @@
+"""``agent-fleet serve`` as a real process on loopback, against the simulated provider over HTTP.
+
+Two runs submitted at once go through one gateway (the provider never sees more calls in flight than
+its one cap) and both complete; a team's token reads none of another team's runs; tokens appear in
+neither the store file nor the server's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
+
+from .conftest import API_KEY, write_lines
+
+CAP = 3  # the gateway's one concurrency limit, for every run of the server
+TOKEN_A = "team-a-" + "3b9d1f" * 5
+TOKEN_B = "team-b-" + "c04e7a" * 5
+ADMIN = "admin-" + "9a8b7c" * 5
+
+FLEET_YAML = f"""
+rate_limit: {{baseline_concurrency: {CAP}, adaptive: false}}
+teams:
+  alpha: {{token_env: ALPHA_TOKEN, queues: [default/default], budget_usd: 50}}
+  beta: {{token_env: BETA_TOKEN}}
+"""
+
+
+@dataclass
+class Served:
+    url: str
+    proc: subprocess.Popen[str]
+    cwd: Path
+    store: Path
+
+    def client(self, token: str | None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, trust_env=False)
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[str]:
+    with sim_provider_process(SimConfig(latency=LogNormalLatency(median=0.05, sigma=0.3), seed=11)) as url:
+        yield url
+
+
+@pytest.fixture
+def served(tmp_path: Path, provider: str) -> Iterator[Served]:
+    (tmp_path / "fleet.yaml").write_text(FLEET_YAML)
+    store = tmp_path / "fleet.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(
+        FLEET_BASE_URL=provider,
+        FLEET_API_KEY=API_KEY,
+        ALPHA_TOKEN=TOKEN_A,
+        BETA_TOKEN=TOKEN_B,
+        FLEET_ADMIN_TOKEN=ADMIN,
+    )
+    cmd = [sys.executable, "-m", "agent_fleet.cli", "serve", "--port", "0", "--config", "fleet.yaml"]
+    proc = subprocess.Popen(
+        [*cmd, "--store", f"sqlite:///{store}"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    url = proc.stdout.readline().strip() if ready else ""
+    assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.poll() is not None else url
+    try:
+        yield Served(url, proc, tmp_path, store)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def _wait_ended(client: httpx.Client, run_id: str, timeout: float = 180) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(f"/v1/runs/{run_id}").json()
+        if body["status"] not in ("running", "created"):
+            return dict(body)
+        time.sleep(0.3)
+    raise AssertionError(f"run {run_id} did not end")
+
+
+def _provider_stats(provider: str) -> dict[str, Any]:
+    with urllib.request.urlopen(provider.removesuffix("/v1") + "/sim/stats", timeout=5) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def _reset(provider: str) -> None:
+    req = urllib.request.Request(provider.removesuffix("/v1") + "/sim/reset", method="POST")
+    with urllib.request.urlopen(req, timeout=5):
+        pass
+
+
+def test_two_runs_at_once_share_one_gateway(served: Served, provider: str) -> None:
+    write_lines(served.cwd / "a.txt", 24)
+    write_lines(served.cwd / "b.txt", 16)
+    _reset(provider)
+    with served.client(TOKEN_A) as a, served.client(TOKEN_B) as b:
+        ra = a.post(
+            "/v1/runs", json={"task": "summarize each url", "input_path": "a.txt", "agents": 8, "embedder": "lexical"}
+        )
+        rb = b.post(
+            "/v1/runs", json={"task": "summarize each url", "input_path": "b.txt", "agents": 8, "embedder": "lexical"}
+        )
+        assert ra.status_code == rb.status_code == 202, (ra.text, rb.text)
+        run_a, run_b = ra.json()["run_id"], rb.json()["run_id"]
+        # both are live in the one server at once
+        assert a.get(f"/v1/runs/{run_a}").json()["status"] == "running"
+        assert b.get(f"/v1/runs/{run_b}").json()["status"] == "running"
+        done_a, done_b = _wait_ended(a, run_a), _wait_ended(b, run_b)
+    assert done_a["status"] == done_b["status"] == "completed"
+    assert done_a["summary"]["partitions"] == done_b["summary"]["partitions"] == 8
+    assert done_a["results_raw"] == 24 and done_b["results_raw"] == 16
+    stats = _provider_stats(provider)
+    assert stats["requests_total"] >= 16, stats  # at least one call per session of both runs
+    assert 1 < stats["max_in_flight"] <= CAP
+
+
+def test_team_isolation_and_no_token_at_rest(served: Served) -> None:
+    write_lines(served.cwd / "a.txt", 6)
+    with served.client(TOKEN_A) as a, served.client(TOKEN_B) as b, served.client(ADMIN) as admin:
+        run_a = a.post(
+            "/v1/runs", json={"task": "summarize each url", "input_path": "a.txt", "agents": 2, "embedder": "lexical"}
+        ).json()["run_id"]
+        for path in ("", "/events", "/results"):
+            r = b.get(f"/v1/runs/{run_a}{path}")
+            assert r.status_code == 404, (path, r.text)
+            assert set(r.json()) == {"error"} and r.json()["error"]["type"] == "not_found"
+        for path in ("/cancel", "/resume"):
+            assert b.post(f"/v1/runs/{run_a}{path}").status_code == 404
+        assert b.post(f"/v1/runs/{run_a}/budget", json={"tokens": 5000}).status_code == 404
+        assert run_a not in [r["run_id"] for r in b.get("/v1/runs").json()["runs"]]
+        assert run_a in [r["run_id"] for r in a.get("/v1/runs").json()["runs"]]
+        assert admin.get(f"/v1/runs/{run_a}").status_code == 200
+        assert a.get(f"/v1/runs/{run_a}/events").json()["events"][0]["type"] == "run_created"
+        # a team's queues bound where it may submit; unknown callers get nothing
+        assert a.post("/v1/runs", json={"task": "t", "queue": "nowhere"}).status_code == 400
+        with served.client("not-a-token") as stranger:
+            r = stranger.get("/v1/runs")
+        assert r.status_code == 401 and r.json()["error"]["type"] == "unauthorized"
+        assert _wait_ended(a, run_a)["status"] == "completed"
+    served.proc.send_signal(signal.SIGTERM)
+    out, err = served.proc.communicate(timeout=60)
+    blobs = [served.store.read_bytes(), out.encode(), err.encode()]
+    blobs += [p.read_bytes() for p in served.cwd.rglob("*") if p.is_file()]
+    for token in (TOKEN_A, TOKEN_B, ADMIN):
+        assert not any(token.encode() in blob for blob in blobs)
+
+
+def test_errors_have_one_shape(served: Served) -> None:
+    with served.client(ADMIN) as admin:
+        cases = [
+            admin.get("/v1/runs/nope"),
+            admin.post("/v1/runs", content=b"{not json"),
+            admin.post("/v1/runs", json={"task": ""}),
+            admin.post("/v1/runs", json={"task": "t", "agents": 0}),
+            admin.post("/v1/runs", json={"task": "t", "input_path": "../../etc/passwd"}),
+            admin.delete("/v1/runs"),
+            admin.get("/v1/nothing-here"),
+        ]
+    for r in cases:
+        assert 400 <= r.status_code < 500, r.text
+        body = r.json()
+        assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}, body
