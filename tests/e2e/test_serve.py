@@ -7,6 +7,7 @@ neither the store file nor the server's output.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -58,10 +59,11 @@ def provider() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def served(tmp_path: Path, provider: str) -> Iterator[Served]:
-    (tmp_path / "fleet.yaml").write_text(FLEET_YAML)
-    store = tmp_path / "fleet.db"
+@contextlib.contextmanager
+def serve_process(cwd: Path, provider: str, fleet_yaml: str = FLEET_YAML) -> Iterator[Served]:
+    """``agent-fleet serve --port 0`` in ``cwd``; yields once it listens, SIGTERM on the way out."""
+    (cwd / "fleet.yaml").write_text(fleet_yaml)
+    store = cwd / "fleet.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "OPENAI_", "ANTHROPIC_"))}
     env.update(
         FLEET_BASE_URL=provider,
@@ -73,7 +75,7 @@ def served(tmp_path: Path, provider: str) -> Iterator[Served]:
     cmd = [sys.executable, "-m", "agent_fleet.cli", "serve", "--port", "0", "--config", "fleet.yaml"]
     proc = subprocess.Popen(
         [*cmd, "--store", f"sqlite:///{store}"],
-        cwd=tmp_path,
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -82,12 +84,19 @@ def served(tmp_path: Path, provider: str) -> Iterator[Served]:
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 60)
     url = proc.stdout.readline().strip() if ready else ""
-    assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.poll() is not None else url
     try:
-        yield Served(url, proc, tmp_path, store)
+        assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.poll() is not None else url
+        yield Served(url, proc, cwd, store)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
+
+
+@pytest.fixture
+def served(tmp_path: Path, provider: str) -> Iterator[Served]:
+    with serve_process(tmp_path, provider) as s:
+        yield s
 
 
 def _wait_ended(client: httpx.Client, run_id: str, timeout: float = 180) -> dict[str, Any]:
