@@ -191,3 +191,37 @@ def test_errors_have_one_shape(served: Served) -> None:
         assert 400 <= r.status_code < 500, r.text
         body = r.json()
         assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}, body
+
+
+def _cli(served: Served, *args: str, token: str = TOKEN_A) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(FLEET_SERVER=served.url, FLEET_TOKEN=token)
+    cmd = [sys.executable, "-m", "agent_fleet.cli", *args]
+    return subprocess.run(cmd, cwd=served.cwd, env=env, capture_output=True, text=True, timeout=240)
+
+
+def test_cli_against_the_server(served: Served) -> None:
+    write_lines(served.cwd / "c.txt", 6)
+    deploy = ("deploy", "--task", "summarize each url", "--input", "c.txt", "--agents", "2", "--embedder", "lexical")
+    detached = _cli(served, *deploy, "--detach")
+    assert detached.returncode == 0, detached.stderr
+    run_id = detached.stdout.strip()
+    assert run_id.startswith("run-")
+    with served.client(TOKEN_A) as a:
+        assert _wait_ended(a, run_id)["status"] == "completed"
+    status = _cli(served, "status", run_id, "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["results_raw"] == 6
+    raised = _cli(served, "budget", "raise", run_id, "--tokens", "200000", "--json")
+    assert raised.returncode == 0, raised.stderr
+    assert json.loads(raised.stdout)["data"] == {"tokens": 200000}
+    # deploy without --detach waits and prints the summary; exit code as a local deploy's
+    waited = _cli(served, *deploy, "--json")
+    assert waited.returncode == 0, waited.stderr
+    summary = json.loads(waited.stdout)
+    assert summary["status"] == "completed" and summary["results_raw"] == 6
+    # another team's token: the run does not exist for it (exit 2, one line)
+    other = _cli(served, "status", run_id, token=TOKEN_B)
+    assert other.returncode == 2 and other.stderr.count("\n") == 1 and "no run" in other.stderr
+    refused = _cli(served, *deploy, "--provider", "openai")
+    assert refused.returncode == 2 and "--provider" in refused.stderr
