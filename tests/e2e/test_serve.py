@@ -137,7 +137,7 @@ def test_two_runs_at_once_share_one_gateway(served: Served, provider: str) -> No
         assert a.get(f"/v1/runs/{run_a}").json()["status"] == "running"
         assert b.get(f"/v1/runs/{run_b}").json()["status"] == "running"
         done_a, done_b = _wait_ended(a, run_a), _wait_ended(b, run_b)
-    assert done_a["status"] == done_b["status"] == "completed"
+    assert done_a["status"] == done_b["status"] == "completed", (done_a, done_b)
     assert done_a["summary"]["partitions"] == done_b["summary"]["partitions"] == 8
     assert done_a["results_raw"] == 24 and done_b["results_raw"] == 16
     stats = _provider_stats(provider)
@@ -168,6 +168,14 @@ def test_team_isolation_and_no_token_at_rest(served: Served) -> None:
             r = stranger.get("/v1/runs")
         assert r.status_code == 401 and r.json()["error"]["type"] == "unauthorized"
         assert _wait_ended(a, run_a)["status"] == "completed"
+        # the dashboard and /metrics show every team's runs: the admin's token only
+        assert a.get("/metrics").status_code == 401
+        assert b.get("/").status_code == 401
+        metrics = admin.get("/metrics")
+        assert metrics.status_code == 200 and "fleet_" in metrics.text
+        with httpx.Client(base_url=served.url, auth=("admin", ADMIN), trust_env=False) as browser:
+            assert browser.get("/").status_code == 200  # the page, as a browser's Basic login gets it
+            assert browser.get("/api/overview").status_code == 200
     served.proc.send_signal(signal.SIGTERM)
     out, err = served.proc.communicate(timeout=60)
     blobs = [served.store.read_bytes(), out.encode(), err.encode()]

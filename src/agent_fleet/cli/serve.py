@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from agent_fleet.cli.common import STORE_OPTION, run_async
+
+if TYPE_CHECKING:
+    from agent_fleet.control import FleetHost
 
 __all__ = ["register"]
 
@@ -21,7 +25,8 @@ def serve_cmd(
     tls_key: Path | None = typer.Option(None, "--tls-key", help="TLS private key (PEM)."),
     insecure: bool = typer.Option(False, "--insecure", help="Allow plain HTTP on a non-loopback address."),
 ) -> None:
-    """Serve the fleet: one gateway, one admission controller, one session log for every run."""
+    """Serve the fleet: one gateway, one admission controller, one session log for every run; the live
+    dashboard at / and /metrics beside the API (the admin token, when teams are configured)."""
     from agent_fleet.control import serve
 
     def ready(url: str) -> None:
@@ -39,8 +44,18 @@ def serve_cmd(
             tls_key=str(tls_key) if tls_key else None,
             insecure=insecure,
             on_ready=ready,
+            mount=lambda app, host: _mount_dashboard(app, host, str(config) if config else None),
         )
     )
+
+
+def _mount_dashboard(app: Any, host: FleetHost, config: str | None) -> None:
+    """The observe plane's dashboard and ``/metrics``, over the server's one session log."""
+    from agent_fleet.cli.dashboard import _LogDesk
+    from agent_fleet.observe.dashboard import FleetReader, add_routes
+
+    log = host.engine.log
+    add_routes(app, FleetReader(log), _LogDesk(log, config))
 
 
 def register(app: typer.Typer) -> None:

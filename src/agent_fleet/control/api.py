@@ -25,7 +25,7 @@ from agent_fleet.engine import load_run
 from agent_fleet.errors import FleetError, SessionNotFound
 from agent_fleet.options import RunOptions, budget_event_data
 
-__all__ = ["HOST_KEY", "build_app"]
+__all__ = ["HOST_KEY", "Mount", "build_app"]
 
 _logger = logging.getLogger(__name__)
 
@@ -74,11 +74,21 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """``/v1/``: a team's or the admin's token. Everything mounted beside it (the dashboard, ``/metrics``)
+    shows every team's runs: the admin's token only, as a bearer or as a browser's Basic password."""
+    if request.path == "/openapi.json":
+        return await handler(request)
+    caller = request.app[_TOKENS].identify(request.headers.get("Authorization"))
     if request.path.startswith("/v1/"):
-        caller = request.app[_TOKENS].identify(request.headers.get("Authorization"))
         if caller is None:
             raise ApiError(401, "unauthorized", "a valid bearer token is required")
         request[_CALLER] = caller
+    elif caller is None or not caller.admin:
+        return web.json_response(
+            {"error": {"type": "unauthorized", "message": "the admin token is required"}},
+            status=401,
+            headers={"WWW-Authenticate": 'Basic realm="agent-fleet", charset="UTF-8"'},
+        )
     return await handler(request)
 
 
@@ -223,10 +233,11 @@ async def _queues(request: web.Request) -> web.Response:
     return web.json_response(snapshot)
 
 
-def build_app(
-    host: FleetHost, tokens: TeamTokens, *, mount: Callable[[web.Application], None] | None = None
-) -> web.Application:
-    """The API app. ``mount`` adds routes beside ``/v1/`` (the dashboard at ``/`` and ``/metrics``)."""
+Mount = Callable[[web.Application, FleetHost], None]
+
+
+def build_app(host: FleetHost, tokens: TeamTokens, *, mount: Mount | None = None) -> web.Application:
+    """The API app. ``mount(app, host)`` adds routes beside ``/v1/`` (the dashboard at ``/``, ``/metrics``)."""
     app = web.Application(middlewares=[_errors, _auth], client_max_size=1024 * 1024)
     app[HOST_KEY] = host
     app[_TOKENS] = tokens
@@ -241,5 +252,5 @@ def build_app(
     app.router.add_post("/v1/runs/{run_id}/resume", _resume)
     app.router.add_get("/v1/queues", _queues)
     if mount is not None:  # the observe plane's app (dashboard, /metrics) goes here
-        mount(app)
+        mount(app, host)
     return app

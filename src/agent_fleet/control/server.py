@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from aiohttp import web
 
 from agent_fleet.config import load_config
-from agent_fleet.control.api import build_app
+from agent_fleet.control.api import Mount, build_app
 from agent_fleet.control.host import FleetHost
 from agent_fleet.control.teams import TeamTokens
 from agent_fleet.errors import UsageError
@@ -65,7 +65,7 @@ async def serve(
     insecure: bool = False,
     env: Mapping[str, str] | None = None,
     on_ready: Callable[[str], None] | None = None,
-    mount: Callable[[web.Application], None] | None = None,
+    mount: Mount | None = None,
 ) -> None:
     """Serve until cancelled; ``on_ready(url)`` once the socket listens. Live runs are interrupted on
     the way out (``POST /v1/runs/{id}/resume`` or ``agent-fleet resume`` continues them)."""

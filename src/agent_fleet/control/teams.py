@@ -8,6 +8,7 @@ timing. Nothing here ever logs a token.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 from collections.abc import Mapping
@@ -68,13 +69,21 @@ class TeamTokens:
         return not self._entries
 
     def identify(self, authorization: str | None) -> Caller | None:
-        """The caller of an ``Authorization: Bearer …`` header, or None (no or unknown token)."""
+        """The caller of an ``Authorization`` header, or None (no or unknown token). ``Bearer TOKEN``;
+        or ``Basic`` with the token as the password, which is how a browser reaches the dashboard."""
         if self.open:
             return Caller(None)
         if not authorization:
             return None
         scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        if scheme.lower() == "basic":
+            try:
+                token = base64.b64decode(token.strip(), validate=True).decode().partition(":")[2]
+            except (ValueError, UnicodeDecodeError):
+                return None
+        elif scheme.lower() != "bearer":
+            return None
+        if not token.strip():
             return None
         presented = _digest(token.strip())
         found: Caller | None = None
