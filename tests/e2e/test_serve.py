@@ -233,3 +233,30 @@ def test_cli_against_the_server(served: Served) -> None:
     assert other.returncode == 2 and other.stderr.count("\n") == 1 and "no run" in other.stderr
     refused = _cli(served, *deploy, "--provider", "openai")
     assert refused.returncode == 2 and "--provider" in refused.stderr
+
+
+@pytest.fixture(scope="module")
+def slow_provider() -> Iterator[str]:
+    with sim_provider_process(SimConfig(latency=LogNormalLatency(median=0.4, sigma=0.2), seed=12)) as url:
+        yield url
+
+
+@pytest.mark.slow
+def test_kill_9_and_restart_continue_the_run(tmp_path: Path, slow_provider: str) -> None:
+    write_lines(tmp_path / "d.txt", 30)
+    body = {"task": "summarize each url", "input_path": "d.txt", "agents": 10, "embedder": "lexical"}
+    with serve_process(tmp_path, slow_provider) as first, first.client(TOKEN_A) as a:
+        run_id = a.post("/v1/runs", json=body).json()["run_id"]
+        deadline = time.monotonic() + 120
+        while a.get(f"/v1/runs/{run_id}").json()["sessions"].get("completed", 0) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        first.proc.kill()  # SIGKILL: nothing of the server runs its way out
+        first.proc.wait(timeout=30)
+    with serve_process(tmp_path, slow_provider) as second, second.client(TOKEN_A) as a:
+        done = _wait_ended(a, run_id)
+        assert done["status"] == "completed", done
+        assert done["sessions"] == {"completed": 10}
+        assert done["results_raw"] == 30  # every item once: nothing lost, nothing recorded twice
+        events = a.get(f"/v1/runs/{run_id}/events").json()["events"]
+        assert [e["type"] for e in events].count("run_resumed") == 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
@@ -26,7 +27,7 @@ from agent_fleet.admission import AdmissionController, default_objects, load_kue
 from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.clock import RealClock
 from agent_fleet.config import FleetConfig, load_config
-from agent_fleet.domain.events import EventType
+from agent_fleet.domain.events import EventType, SessionState
 from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.plan import Plan
 from agent_fleet.engine import Engine, RunReport, check_provider, load_run, plan_run
@@ -167,6 +168,27 @@ class FleetHost:
         self._start(run_id, plan, options)
         return options
 
+    async def recover(self) -> list[str]:
+        """Resume every run of the store that was live and whose process is gone (a ``serve`` killed
+        with ``kill -9``, a crashed ``deploy``): it goes on from its log. Returns their ids."""
+        taken = []
+        for rec in await self.engine.log.list_runs(limit=1000):
+            if rec.state not in (SessionState.RUNNING, SessionState.CREATED) or self.active(rec.session_id):
+                continue
+            owner: dict[str, Any] = {}
+            for ev in await self.engine.log.get_events(rec.session_id):
+                if ev.type in (EventType.RUN_CREATED, EventType.RUN_RESUMED):
+                    owner = ev.data.get("owner") or {}
+            if _owner_alive(owner):
+                continue
+            try:
+                await self.resume(rec.session_id)
+            except FleetError as exc:
+                _logger.warning("run %s was not resumed: %s", rec.session_id, exc)
+                continue
+            taken.append(rec.session_id)
+        return taken
+
     def cancel(self, run_id: str) -> None:
         """Stop a live run: its sessions are interrupted (``resume`` continues it)."""
         task = self._tasks.get(run_id)
@@ -234,6 +256,20 @@ def _providers(gateway: Any) -> tuple[Any, ...]:
 
 
 def _owner() -> dict[str, Any]:
-    import socket
-
     return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def _owner_alive(owner: Mapping[str, Any]) -> bool:
+    """A process of this host that still runs (another host's owner counts as alive: not ours to take)."""
+    pid, host = owner.get("pid"), owner.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return True
+    if pid == os.getpid():
+        return False  # this server's earlier self cannot be: a run of ours has a task
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -75,6 +75,8 @@ async def serve(
     config = await asyncio.to_thread(load_config, config_path)
     tokens = TeamTokens(config.teams, env)  # a missing token variable stops the start, before anything opens
     async with FleetHost.open(store_url=store_url, config_path=config_path, env=env) as fleet:
+        for run_id in await fleet.recover():  # runs a killed server (or a crashed deploy) left live
+            _logger.warning("resumed run %s: its process is gone", run_id)
         app = build_app(fleet, tokens, mount=mount)
         runner = web.AppRunner(app, access_log=_logger, handle_signals=False)
         await runner.setup()
