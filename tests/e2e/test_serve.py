@@ -31,6 +31,7 @@ from .conftest import API_KEY, write_lines
 CAP = 3  # the gateway's one concurrency limit, for every run of the server
 TOKEN_A = "team-a-" + "3b9d1f" * 5
 TOKEN_B = "team-b-" + "c04e7a" * 5
+TOKEN_C = "team-c-" + "5e6f70" * 5
 ADMIN = "admin-" + "9a8b7c" * 5
 
 FLEET_YAML = f"""
@@ -38,6 +39,7 @@ rate_limit: {{baseline_concurrency: {CAP}, adaptive: false}}
 teams:
   alpha: {{token_env: ALPHA_TOKEN, queues: [default/default], budget_usd: 50}}
   beta: {{token_env: BETA_TOKEN}}
+  gamma: {{token_env: GAMMA_TOKEN, budget_usd: 0.00001}}
 """
 
 
@@ -70,6 +72,7 @@ def serve_process(cwd: Path, provider: str, fleet_yaml: str = FLEET_YAML) -> Ite
         FLEET_API_KEY=API_KEY,
         ALPHA_TOKEN=TOKEN_A,
         BETA_TOKEN=TOKEN_B,
+        GAMMA_TOKEN=TOKEN_C,
         FLEET_ADMIN_TOKEN=ADMIN,
     )
     cmd = [sys.executable, "-m", "agent_fleet.cli", "serve", "--port", "0", "--config", "fleet.yaml"]
@@ -199,6 +202,19 @@ def test_errors_have_one_shape(served: Served) -> None:
         assert 400 <= r.status_code < 500, r.text
         body = r.json()
         assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}, body
+
+
+def test_a_team_budget_bounds_all_its_runs(served: Served) -> None:
+    write_lines(served.cwd / "e.txt", 8)
+    body = {"task": "summarize each url", "input_path": "e.txt", "agents": 4, "embedder": "lexical"}
+    with served.client(TOKEN_C) as c, served.client(TOKEN_A) as a:
+        first = c.post("/v1/runs", json=body).json()["run_id"]
+        done = _wait_ended(c, first)
+        assert done["status"] == "paused", done  # $0.00001 covers no session's calls
+        assert done["sessions"].get("paused", 0) >= 1
+        # another team's run on the same server is not charged to gamma's account
+        other = a.post("/v1/runs", json=body).json()["run_id"]
+        assert _wait_ended(a, other)["status"] == "completed"
 
 
 def _cli(served: Served, *args: str, token: str = TOKEN_A) -> subprocess.CompletedProcess[str]:

@@ -38,7 +38,7 @@ from agent_fleet.session.store import open_store, resolve_store_url
 from agent_fleet.spend.factory import build_gateway
 from agent_fleet.workforce import Workforce
 
-__all__ = ["FleetHost", "RunConflict"]
+__all__ = ["FleetHost", "RunConflict", "team_account"]
 
 _logger = logging.getLogger(__name__)
 
@@ -105,6 +105,9 @@ class FleetHost:
             raise
         engine = Engine(log=log, gateway=gateway, clock=clock, slots_for=_slots_of(controller), workforce=workforce)
         host = cls(engine, controller, config, config_path, Path(workdir or os.getcwd()))
+        for name, team in config.teams.items():  # a team's dollars: one account over all its runs
+            if team.budget_usd is not None:
+                gateway.set_queue_budget(team_account(name), usd=team.budget_usd)
         stop = asyncio.Event()
         try:
             async with asyncio.TaskGroup() as tg:
@@ -202,8 +205,12 @@ class FleetHost:
         gateway = self.engine.gateway
         tokens = options.budget_tokens
         usd = Decimal(options.budget_usd) if options.budget_usd is not None else None
-        for p in plan.partitions:  # the run's own caps, in the one gateway
-            gateway.set_session_budget(session_id_for(run_id, p.index), tokens=tokens, usd=usd)
+        team = options.team if options.team in self.config.teams else None
+        for p in plan.partitions:  # the run's own caps, in the one gateway; its team's account above them
+            sid = session_id_for(run_id, p.index)
+            gateway.set_session_budget(sid, tokens=tokens, usd=usd)
+            if team is not None:
+                gateway.register_session(sid, queue=team_account(team))
         self.failures.pop(run_id, None)
         self._tasks[run_id] = self._group.create_task(self._drive(run_id, plan, options))
 
@@ -229,6 +236,11 @@ class FleetHost:
         usd = data.get("usd")
         for sid in session_ids:
             self.engine.gateway.set_session_budget(sid, tokens=tokens, usd=usd)
+
+
+def team_account(team: str) -> str:
+    """The gateway account every session of a team's runs is charged to (fleet.yaml ``budget_usd``)."""
+    return f"team:{team}"
 
 
 def _slots_of(controller: AdmissionController) -> Callable[[RunOptions], AdmissionSlots]:
