@@ -140,7 +140,10 @@ def test_two_runs_at_once_share_one_gateway(served: Served, provider: str) -> No
         assert a.get(f"/v1/runs/{run_a}").json()["status"] == "running"
         assert b.get(f"/v1/runs/{run_b}").json()["status"] == "running"
         done_a, done_b = _wait_ended(a, run_a), _wait_ended(b, run_b)
-    assert done_a["status"] == done_b["status"] == "completed", (done_a, done_b)
+        ends = [
+            [e["type"] for e in c.get(f"/v1/runs/{r}/events").json()["events"]] for c, r in ((a, run_a), (b, run_b))
+        ]
+    assert done_a["status"] == done_b["status"] == "completed", (done_a, done_b, ends)
     assert done_a["summary"]["partitions"] == done_b["summary"]["partitions"] == 8
     assert done_a["results_raw"] == 24 and done_b["results_raw"] == 16
     stats = _provider_stats(provider)
@@ -276,3 +279,23 @@ def test_kill_9_and_restart_continue_the_run(tmp_path: Path, slow_provider: str)
         assert done["results_raw"] == 30  # every item once: nothing lost, nothing recorded twice
         events = a.get(f"/v1/runs/{run_id}/events").json()["events"]
         assert [e["type"] for e in events].count("run_resumed") == 1
+
+
+def test_cancel_then_resume(served: Served) -> None:
+    write_lines(served.cwd / "f.txt", 40)
+    body = {"task": "summarize each url", "input_path": "f.txt", "agents": 8, "embedder": "lexical"}
+    with served.client(TOKEN_B) as b:
+        run_id = b.post("/v1/runs", json=body).json()["run_id"]
+        cancelled = b.post(f"/v1/runs/{run_id}/cancel")
+        assert cancelled.status_code == 202, cancelled.text
+        stopped = _wait_ended(b, run_id)
+        assert stopped["status"] == "interrupted", stopped
+        again = b.post(f"/v1/runs/{run_id}/cancel")
+        assert again.status_code == 409 and again.json()["error"]["type"] == "conflict"
+        assert b.post(f"/v1/runs/{run_id}/resume").status_code == 202
+        done = _wait_ended(b, run_id)
+        assert done["status"] == "completed", done
+        assert done["results_raw"] == 40
+        results = b.get(f"/v1/runs/{run_id}/results", params={"limit": 5}).json()
+        assert results["final"] is True and len(results["results"]) == 5
+        assert results["total"] == done["summary"]["results_unique"]

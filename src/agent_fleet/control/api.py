@@ -145,13 +145,14 @@ async def _list_runs(request: web.Request) -> web.Response:
     host = request.app[HOST_KEY]
     caller = _caller(request)
     rows = []
+    live = host.live_runs()  # before the records are read (see run_row)
     for rec in await host.engine.log.list_runs(limit=1000):
         try:
             options, _ = await load_run(host.engine.log, rec.session_id)
         except FleetError:
             continue
         if caller.may_see(options.team):
-            rows.append(run_row(host, rec, options))
+            rows.append(run_row(host, rec, options, live=rec.session_id in live))
     return web.json_response({"runs": rows})
 
 

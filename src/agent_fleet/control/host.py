@@ -128,6 +128,9 @@ class FleetHost:
         task = self._tasks.get(run_id)
         return task is not None and not task.done()
 
+    def live_runs(self) -> set[str]:
+        return {run_id for run_id, task in self._tasks.items() if not task.done()}
+
     def local_queue(self, name: str | None) -> str:
         """The ``namespace/name`` key of a LocalQueue (UsageError when there is none of that name)."""
         lq = self.controller.objects.resolve_local_queue(name or "default")

@@ -20,8 +20,8 @@ __all__ = ["run_detail", "run_results", "run_row"]
 _FIGURE_EVENTS = [EventType.MODEL_RESPONSE, EventType.MODEL_ERROR, EventType.RESULT_ITEM, EventType.ATTEMPT_FAILED]
 
 
-def _status(host: FleetHost, rec: SessionRecord) -> str:
-    if host.active(rec.session_id):
+def _status(host: FleetHost, rec: SessionRecord, live: bool) -> str:
+    if live:
         return "running"
     if rec.session_id in host.failures:
         return "failed"
@@ -30,10 +30,12 @@ def _status(host: FleetHost, rec: SessionRecord) -> str:
     return str(rec.state)
 
 
-def run_row(host: FleetHost, rec: SessionRecord, options: RunOptions) -> dict[str, Any]:
+def run_row(host: FleetHost, rec: SessionRecord, options: RunOptions, *, live: bool) -> dict[str, Any]:
+    """``live``: a task of the host drove the run when ``rec`` was read (asked before reading it, so a
+    run that ends in between reads as running, never as interrupted)."""
     return {
         "run_id": rec.session_id,
-        "status": _status(host, rec),
+        "status": _status(host, rec, live),
         "team": options.team,
         "task": options.task,
         "input": options.input_path,
@@ -45,6 +47,7 @@ def run_row(host: FleetHost, rec: SessionRecord, options: RunOptions) -> dict[st
 async def run_detail(host: FleetHost, run_id: str, options: RunOptions) -> dict[str, Any]:
     """``status RUN_ID``'s figures; the summary once the run has ended."""
     log = host.engine.log
+    live = host.active(run_id)
     rec = await log.get_session(run_id)
     if rec is None:
         raise SessionNotFound(f"no run {run_id!r}")
@@ -54,15 +57,20 @@ async def run_detail(host: FleetHost, run_id: str, options: RunOptions) -> dict[
     by_state: dict[str, int] = {}
     for s in sessions:
         by_state[str(s.state)] = by_state.get(str(s.state), 0) + 1
-    out: dict[str, Any] = {**run_row(host, rec, options), **figures, "sessions": by_state, "partitions": len(sessions)}
+    out: dict[str, Any] = {
+        **run_row(host, rec, options, live=live),
+        **figures,
+        "sessions": by_state,
+        "partitions": len(sessions),
+    }
     if run_id in host.failures:
         out["error"] = host.failures[run_id]
-    live = await log.get_snapshot(snapshot_key(run_id))
-    if live is not None:
+    dedup = await log.get_snapshot(snapshot_key(run_id))
+    if dedup is not None:
         keys = ("raw", "unique", "dedup_rate", "final", "embedder", "embedded", "cache_hits")
-        out["dedup"] = {k: live.get(k) for k in keys}
+        out["dedup"] = {k: dedup.get(k) for k in keys}
     summary = await _summary(host, run_id, options)
-    if summary is not None and not host.active(run_id):
+    if summary is not None and not live:
         out["summary"] = summary
     return out
 
