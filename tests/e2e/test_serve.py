@@ -239,6 +239,10 @@ def test_cli_against_the_server(served: Served) -> None:
     status = _cli(served, "status", run_id, "--json")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["results_raw"] == 6
+    events = _cli(served, "events", f"{run_id}.s00000", "--json")
+    assert events.returncode == 0, events.stderr
+    types = [e["type"] for e in json.loads(events.stdout)["events"]]
+    assert types[0] == "session_created" and "session_completed" in types
     raised = _cli(served, "budget", "raise", run_id, "--tokens", "200000", "--json")
     assert raised.returncode == 0, raised.stderr
     assert json.loads(raised.stdout)["data"] == {"tokens": 200000}

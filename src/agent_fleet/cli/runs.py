@@ -390,9 +390,22 @@ def events_cmd(
     after: int = typer.Option(0, "--after", help="Only events with seq greater than this."),
     store: str | None = STORE_OPTION,
     as_json: bool = typer.Option(False, "--json"),
+    server: str | None = SERVER_OPTION,
 ) -> None:
     """Read a session's event log."""
     from agent_fleet.session.store import open_store, resolve_store_url
+
+    if server is not None:
+        from agent_fleet.cli.remote import Remote
+
+        remote = Remote(server)
+        from urllib.parse import quote, urlencode
+
+        run_id = session_id.partition(".")[0]
+        query = urlencode({"session": session_id, "after": after, "limit": 10_000})
+        path = f"/v1/runs/{quote(run_id, safe='')}/events?{query}"
+        _print_events(session_id, _remote(lambda: remote.request("GET", path))["events"], as_json)
+        return
 
     async def go() -> list[dict[str, Any]]:
         async with open_store(resolve_store_url(store)) as log:
@@ -400,7 +413,10 @@ def events_cmd(
                 raise SessionNotFound(f"no session {session_id!r} in this store")
             return [e.to_dict() for e in await log.get_events(session_id, after=after)]
 
-    events = run_async(go())
+    _print_events(session_id, run_async(go()), as_json)
+
+
+def _print_events(session_id: str, events: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         print_json({"session_id": session_id, "events": events})
         return
