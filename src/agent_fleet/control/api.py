@@ -22,7 +22,7 @@ from agent_fleet.control.teams import Caller, TeamTokens
 from agent_fleet.control.views import run_detail, run_results, run_row
 from agent_fleet.domain.events import EventType
 from agent_fleet.engine import load_run
-from agent_fleet.errors import FleetError, SessionNotFound
+from agent_fleet.errors import FleetError, RunOwned, SessionNotFound
 from agent_fleet.options import RunOptions, budget_event_data
 
 __all__ = ["HOST_KEY", "Mount", "build_app"]
@@ -63,7 +63,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return error_response(exc.status, _HTTP_KINDS.get(exc.status, "http_error"), exc.reason)
     except SessionNotFound as exc:
         return error_response(404, "not_found", str(exc))
-    except RunConflict as exc:
+    except (RunConflict, RunOwned) as exc:
         return error_response(409, "conflict", str(exc))
     except FleetError as exc:
         return error_response(400, "invalid_request", str(exc))

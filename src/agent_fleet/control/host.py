@@ -34,6 +34,7 @@ from agent_fleet.engine import Engine, RunReport, check_provider, load_run, plan
 from agent_fleet.errors import FleetError, UsageError
 from agent_fleet.forecasting import forecast_for, learned_prior, observed_latency
 from agent_fleet.options import RunOptions, with_config
+from agent_fleet.session.lease import DEFAULT_TTL_S, LeaseKeeper, LeaseStore
 from agent_fleet.session.store import open_store, resolve_store_url
 from agent_fleet.spend.factory import build_gateway
 from agent_fleet.workforce import Workforce
@@ -59,8 +60,10 @@ class FleetHost:
         config: FleetConfig,
         config_path: str | None,
         workdir: Path,
+        store: LeaseStore | None = None,
     ) -> None:
         self.engine = engine
+        self._store = store  # the store under the engine's log: each run's lease is taken in it
         self.workdir = workdir
         self.controller = controller
         self.config = config
@@ -104,7 +107,7 @@ class FleetHost:
             await log.close()
             raise
         engine = Engine(log=log, gateway=gateway, clock=clock, slots_for=_slots_of(controller), workforce=workforce)
-        host = cls(engine, controller, config, config_path, Path(workdir or os.getcwd()))
+        host = cls(engine, controller, config, config_path, Path(workdir or os.getcwd()), store=log)
         for name, team in config.teams.items():  # a team's dollars: one account over all its runs
             if team.budget_usd is not None:
                 gateway.set_queue_budget(team_account(name), usd=team.budget_usd)
@@ -161,17 +164,35 @@ class FleetHost:
         log = self.engine.log
         prior = await learned_prior(log, options, plan)
         predicted = forecast_for(options, plan, self.config, await observed_latency(log), prior)
-        await self.engine.create_run(plan, options, run_id=run_id, forecast=predicted)
-        self._start(run_id, plan, options)
+        lease = await self._lease(run_id)
+        try:
+            await self.engine.create_run(plan, options, run_id=run_id, forecast=predicted)
+        except BaseException:
+            await _release(lease)
+            raise
+        self._start(run_id, plan, options, lease)
         return run_id
+
+    async def _lease(self, run_id: str) -> LeaseKeeper | None:
+        """The run's lease (RunOwned while another live engine holds it), renewed until the run stops."""
+        if self._store is None:
+            return None
+        lease = await LeaseKeeper.take(self._store, run_id, ttl=DEFAULT_TTL_S)
+        lease.start()
+        return lease
 
     async def resume(self, run_id: str) -> RunOptions:
         """Continue a run of the store that no task of this server drives."""
         if self.active(run_id):
             raise RunConflict(f"run {run_id} is running")
         options, plan = await load_run(self.engine.log, run_id)
-        await self.engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner()})
-        self._start(run_id, plan, options)
+        lease = await self._lease(run_id)
+        try:
+            await self.engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner()})
+        except BaseException:
+            await _release(lease)
+            raise
+        self._start(run_id, plan, options, lease)
         return options
 
     async def recover(self) -> list[str]:
@@ -202,7 +223,7 @@ class FleetHost:
             raise RunConflict(f"run {run_id} is not running")
         task.cancel()
 
-    def _start(self, run_id: str, plan: Plan, options: RunOptions) -> None:
+    def _start(self, run_id: str, plan: Plan, options: RunOptions, lease: LeaseKeeper | None) -> None:
         if self._group is None:
             raise RunConflict("the server is not open")
         gateway = self.engine.gateway
@@ -215,9 +236,15 @@ class FleetHost:
             if team is not None:
                 gateway.register_session(sid, queue=team_account(team))
         self.failures.pop(run_id, None)
-        self._tasks[run_id] = self._group.create_task(self._drive(run_id, plan, options))
+        self._tasks[run_id] = self._group.create_task(self._drive(run_id, plan, options, lease))
 
-    async def _drive(self, run_id: str, plan: Plan, options: RunOptions) -> None:
+    async def _drive(self, run_id: str, plan: Plan, options: RunOptions, lease: LeaseKeeper | None) -> None:
+        try:
+            await self._run(run_id, plan, options)
+        finally:
+            await asyncio.shield(_release(lease))
+
+    async def _run(self, run_id: str, plan: Plan, options: RunOptions) -> None:
         try:
             await self.engine.dispatch(run_id, plan, options)
             self.reports[run_id] = await self.engine.aggregate(run_id, options, plan)
@@ -239,6 +266,12 @@ class FleetHost:
         usd = data.get("usd")
         for sid in session_ids:
             self.engine.gateway.set_session_budget(sid, tokens=tokens, usd=usd)
+
+
+async def _release(lease: LeaseKeeper | None) -> None:
+    if lease is not None:
+        with suppress(Exception):
+            await lease.release()
 
 
 def team_account(team: str) -> str:
