@@ -58,6 +58,7 @@ __all__ = [
     "QualityPolicy",
     "ShapePolicy",
     "SupervisionConfig",
+    "TeamConfig",
     "VerificationConfigModel",
     "MAX_YAML_ALIASES",
     "MAX_YAML_BYTES",
@@ -333,6 +334,15 @@ class SupervisionConfig(_Strict):
     quality: QualityPolicy = QualityPolicy()
 
 
+class TeamConfig(_Strict):
+    """A team of ``agent-fleet serve``: who it is (the variable holding its bearer token, never the
+    token itself), the LocalQueues (``namespace/name``) its runs may use, its dollar budget."""
+
+    token_env: str = Field(min_length=1)
+    queues: tuple[str, ...] = ()  # empty: every queue
+    budget_usd: Decimal | None = Field(default=None, gt=0)
+
+
 class FleetConfig(_Strict):
     models: tuple[ModelConfig, ...] = ()
     routing: RoutingConfig = RoutingConfig()
@@ -351,6 +361,7 @@ class FleetConfig(_Strict):
     dispatch: DispatchConfig = DispatchConfig()
     verification: VerificationConfigModel = VerificationConfigModel()
     supervision: SupervisionConfig = SupervisionConfig()
+    teams: dict[str, TeamConfig] = Field(default_factory=dict)  # `agent-fleet serve`'s tenants
 
     @model_validator(mode="after")
     def _names(self) -> FleetConfig:

@@ -120,7 +120,8 @@ class _Live:
 
 
 class Engine:
-    """One process's engine: a store, a gateway, a dispatcher."""
+    """One process's engine: a store, a gateway, and a dispatcher per run it drives (``serve``
+    drives several runs at once over the one gateway)."""
 
     def __init__(
         self,
@@ -145,7 +146,8 @@ class Engine:
         self.clock = clock or RealClock()
         self.workforce = workforce  # worker pool, hands, CLI agents; closed by shutdown()
         self._slots_for = slots_for or self.default_slots
-        self._live = _Live()
+        self._live: dict[str, _Live] = {}  # run id → its dispatcher, one per run dispatched
+        self._last_run: str | None = None
         self._closed = False
         # The gateway decides fallbacks inside a call; its decisions are recorded on the next tick.
         self._routes: list[tuple[str, dict[str, str]]] = []
@@ -178,7 +180,7 @@ class Engine:
 
     def metrics(self, run_id: str) -> FleetSnapshot:
         """The live figures behind ``fleet_*`` metrics."""
-        stats = self.stats()
+        stats = self.stats(run_id)
         live = self._dedup.get(run_id)
         dedup = live.aggregator.stats() if live is not None else None
         models = {
@@ -343,7 +345,8 @@ class Engine:
             clock=self.clock,
             **parts,
         )
-        self._live.dispatcher = dispatcher
+        self._live[run_id] = _Live(dispatcher)
+        self._last_run = run_id
         watcher = RunTicker(self, run_id, slots)
         watcher.shapes = await self._shape_watch(run_id, options, fresh)
         if not fresh:  # a fresh run has no raise nor result yet; a raise written meanwhile comes with the ticks
@@ -432,8 +435,10 @@ class Engine:
             return PartitionFiles(root, partition.items)
         return _NoHands()
 
-    def stats(self) -> DispatchStats | None:
-        return self._live.dispatcher.stats if self._live.dispatcher else None
+    def stats(self, run_id: str | None = None) -> DispatchStats | None:
+        """A run's dispatch figures (default: the run dispatched last); None before its dispatch."""
+        live = self._live.get(run_id or self._last_run or "")
+        return live.dispatcher.stats if live is not None and live.dispatcher is not None else None
 
     # -- phase 3: aggregate ---------------------------------------------------------------------
     async def aggregate(self, run_id: str, options: RunOptions, plan: Plan | None = None) -> RunReport:

@@ -39,6 +39,7 @@ class RunOptions:
     config_path: str | None = None
     embedder: str = "auto"  # auto | lexical | minilm | provider (through the gateway)
     embedding_model: str | None = None  # with the provider embedder; None: text-embedding-3-small
+    team: str | None = None  # the fleet.yaml team that submitted it to `agent-fleet serve` (never its token)
 
     def __post_init__(self) -> None:
         if not self.task.strip():

@@ -97,8 +97,10 @@ _CLI = {"agent_fleet", "agent_fleet._lazy", "agent_fleet.errors", "agent_fleet.c
         "interrupt",
         "mcp",
         "queues",
+        "remote",
         "review",
         "runs",
+        "serve",
         "sim",
     )
 }
@@ -120,7 +122,7 @@ def test_the_help_of_the_cli_loads_no_engine_nor_any_heavy_package() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [("deploy",), ("status",), ("queues", "simulate"), ("budget", "raise"), ("dashboard",)]
+    "command", [("deploy",), ("status",), ("queues", "simulate"), ("budget", "raise"), ("dashboard",), ("serve",)]
 )
 def test_the_help_of_a_command_loads_no_engine(command: tuple[str, ...]) -> None:
     mods = _cli_help(*command)

@@ -28,7 +28,7 @@ HELP = "Run many LLM agents as one fleet: decompose, dispatch, aggregate."
 def build_app() -> typer.Typer:
     import typer
 
-    from agent_fleet.cli import budget, dashboard, gateway, mcp, queues, review, runs, sim
+    from agent_fleet.cli import budget, dashboard, gateway, mcp, queues, review, runs, serve, sim
 
     # Plain help: rich's help formatter costs more CPU to import than the rest of --help together.
     new = typer.Typer(
@@ -39,7 +39,7 @@ def build_app() -> typer.Typer:
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
     )
-    for module in (runs, sim, queues, budget, review, gateway, mcp, dashboard):
+    for module in (runs, sim, queues, budget, review, gateway, mcp, dashboard, serve):
         module.register(new)
     _full_short_help(new)
     return new

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from agent_fleet.cli.common import STORE_OPTION, print_json, run_async
+from agent_fleet.cli.remote import SERVER_OPTION
 from agent_fleet.errors import SessionNotFound
 
 __all__ = ["budget_event_data", "register"]
@@ -35,10 +36,20 @@ def raise_cmd(
     usd: str | None = typer.Option(None, "--usd", help="New dollar cap (list prices); for a run, its fleet cap."),
     store: str | None = STORE_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print the appended event as JSON."),
+    server: str | None = SERVER_OPTION,
 ) -> None:
     """Raise a budget; paused sessions resume."""
     from agent_fleet.domain.events import EventType
     from agent_fleet.session.store import open_store, resolve_store_url
+
+    async def remote() -> dict[str, Any]:
+        from agent_fleet.cli.remote import Remote
+
+        data = budget_event_data(tokens, usd)
+        run_id, _, rest = target.partition(".")
+        body = {**data, "session_id": target} if rest else data
+        event = Remote(str(server)).request("POST", f"/v1/runs/{run_id}/budget", body)
+        return {**event, "kind": "session" if rest else "run"}
 
     async def go() -> dict[str, Any]:
         data = budget_event_data(tokens, usd)
@@ -49,7 +60,7 @@ def raise_cmd(
             event = await log.emit_event(target, EventType.BUDGET_RAISED, data)
             return {**event.to_dict(), "kind": record.kind}
 
-    event = run_async(go())
+    event = run_async(remote() if server is not None else go())
     if as_json:
         print_json(event)
         return

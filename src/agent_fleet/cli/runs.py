@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from agent_fleet.cli.common import STORE_OPTION, print_json, run_async
+from agent_fleet.cli.common import STORE_OPTION, die, print_json, run_async
+from agent_fleet.cli.remote import SERVER_OPTION
 from agent_fleet.errors import SessionNotFound, UsageError
 
 if TYPE_CHECKING:
@@ -32,13 +33,17 @@ def _announce(run_id: str, engine: Engine) -> None:
 
 
 def _finish(report: RunReport, as_json: bool) -> None:
-    from agent_fleet.engine import exit_code_for
+    _finish_summary(report.summary, as_json)
+
+
+def _finish_summary(summary: dict[str, Any], as_json: bool) -> None:
+    from agent_fleet.options import exit_code_for
 
     if as_json:
-        print_json(report.summary)
+        print_json(summary)
     else:
-        _print_summary(report.summary)
-    code = exit_code_for(report.status)
+        _print_summary(summary)
+    code = exit_code_for(str(summary["status"]))
     if code:
         raise typer.Exit(code)
 
@@ -110,6 +115,8 @@ def deploy_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Decompose and forecast only; run nothing."),
+    server: str | None = SERVER_OPTION,
+    detach: bool = typer.Option(False, "--detach", help="With --server: print the run id and return at once."),
 ) -> None:
     """Decompose → dispatch → aggregate, end to end."""
     from agent_fleet.cli.progress import live_progress
@@ -146,6 +153,11 @@ def deploy_cmd(
             embedding_model=embedding_model,
         )
 
+    if detach and server is None:
+        raise_usage("--detach needs --server (or $FLEET_SERVER)")
+    if server is not None and not dry_run:
+        _deploy_remote(server, options, detach=detach, as_json=as_json)
+        return
     if dry_run:
         _print_estimate(run_async(_estimate(options, store)), as_json)
         return
@@ -156,6 +168,39 @@ def deploy_cmd(
             return await deploy(opts, store_url=store, on_start=started)
 
     _finish(run_async(go()), as_json)
+
+
+def raise_usage(message: str) -> None:
+    from agent_fleet.cli.common import die
+
+    die(message, UsageError.exit_code)
+
+
+def _remote(fn: Callable[[], Any]) -> Any:
+    """A ``--server`` call: FleetErrors become one line and their exit code, as local commands do."""
+    from agent_fleet.cli.common import die
+    from agent_fleet.errors import FleetError
+
+    try:
+        return fn()
+    except FleetError as exc:
+        die(str(exc) or type(exc).__name__, exc.exit_code)
+
+
+def _deploy_remote(server: str, options: Callable[[], RunOptions], *, detach: bool, as_json: bool) -> None:
+    from agent_fleet.cli.remote import Remote, run_body
+
+    remote = Remote(server)
+    started = _remote(lambda: remote.request("POST", "/v1/runs", run_body(options())))
+    run_id = started["run_id"]
+    if detach:
+        if as_json:
+            print_json(started)
+        else:
+            typer.echo(run_id)
+        return
+    typer.echo(f"agent-fleet: run {run_id} started on {remote.url}", err=True)
+    _finish_summary(_remote(lambda: remote.wait(run_id)), as_json)
 
 
 async def _estimate(options: Callable[[], RunOptions], store: str | None = None) -> dict[str, Any]:
@@ -208,9 +253,20 @@ def resume_cmd(
     retry_failed: bool = typer.Option(
         False, "--retry-failed", help="Run the sessions that failed for good again, from their logs."
     ),
+    server: str | None = SERVER_OPTION,
 ) -> None:
     """Continue an interrupted, crashed or budget-paused run from the session log. A run that has
     ended is left as it is: its summary is printed (--retry-failed runs its failed sessions again)."""
+    if server is not None:
+        from agent_fleet.cli.remote import Remote
+
+        if retry_failed:
+            die("--retry-failed is not available with --server", code=2)
+        remote = Remote(server)
+        _remote(lambda: remote.request("POST", f"/v1/runs/{run_id}/resume"))
+        typer.echo(f"agent-fleet: run {run_id} resumed on {remote.url}", err=True)
+        _finish_summary(_remote(lambda: remote.wait(run_id)), as_json)
+        return
     from agent_fleet.cli.progress import live_progress
     from agent_fleet.engine import resume
 
@@ -271,6 +327,7 @@ def status_cmd(
     run_id: str | None = typer.Argument(None, help="A run id; without it, every run, newest first."),
     store: str | None = STORE_OPTION,
     as_json: bool = typer.Option(False, "--json"),
+    server: str | None = SERVER_OPTION,
 ) -> None:
     """Runs, or one run: sessions by state, tokens, cost, errors."""
     from agent_fleet.aggregate.live import snapshot_key
@@ -302,7 +359,13 @@ def status_cmd(
                 out["dedup"] = {k: live.get(k) for k in keys}
             return out
 
-    data = run_async(go())
+    if server is not None:
+        from agent_fleet.cli.remote import Remote
+
+        remote = Remote(server)
+        data = _remote(lambda: remote.request("GET", f"/v1/runs/{run_id}" if run_id else "/v1/runs"))
+    else:
+        data = run_async(go())
     if as_json:
         print_json(data)
         return
@@ -336,9 +399,22 @@ def events_cmd(
     after: int = typer.Option(0, "--after", help="Only events with seq greater than this."),
     store: str | None = STORE_OPTION,
     as_json: bool = typer.Option(False, "--json"),
+    server: str | None = SERVER_OPTION,
 ) -> None:
     """Read a session's event log."""
     from agent_fleet.session.store import open_store, resolve_store_url
+
+    if server is not None:
+        from agent_fleet.cli.remote import Remote
+
+        remote = Remote(server)
+        from urllib.parse import quote, urlencode
+
+        run_id = session_id.partition(".")[0]
+        query = urlencode({"session": session_id, "after": after, "limit": 10_000})
+        path = f"/v1/runs/{quote(run_id, safe='')}/events?{query}"
+        _print_events(session_id, _remote(lambda: remote.request("GET", path))["events"], as_json)
+        return
 
     async def go() -> list[dict[str, Any]]:
         async with open_store(resolve_store_url(store)) as log:
@@ -346,7 +422,10 @@ def events_cmd(
                 raise SessionNotFound(f"no session {session_id!r} in this store")
             return [e.to_dict() for e in await log.get_events(session_id, after=after)]
 
-    events = run_async(go())
+    _print_events(session_id, run_async(go()), as_json)
+
+
+def _print_events(session_id: str, events: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         print_json({"session_id": session_id, "events": events})
         return
