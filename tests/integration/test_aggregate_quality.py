@@ -1,5 +1,6 @@
 """Deduplication quality on the labelled near-duplicate set (tests/data/dedup), at the default
-thresholds, with the real all-MiniLM-L6-v2 (loaded once for the module) and the lexical fallback.
+thresholds, with the real all-MiniLM-L6-v2 (loaded once for the module) and the lexical fallback; and
+the core install's numpy forward pass against sentence-transformers on the same texts.
 
 The figures are printed (``pytest -s``) and attached to the test report as properties."""
 
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 
 from agent_fleet.aggregate import AggregateConfig, Aggregator, LexicalEmbedder
+from agent_fleet.aggregate.local import MiniLMEmbedder
 from agent_fleet.aggregate.quality import load_labelled, pair_similarities, score_pairs
+from agent_fleet.aggregate.text import embedding_text
 from agent_fleet.aggregate.vectors import dot
 from agent_fleet.domain.results import ResultItem
 
@@ -33,6 +36,13 @@ def minilm() -> Iterator[Any]:
     emb = SentenceEmbedder()
     emb.load()
     yield emb
+
+
+@pytest.fixture(scope="module")
+def numpy_minilm() -> MiniLMEmbedder:
+    emb = MiniLMEmbedder()
+    emb.load()
+    return emb
 
 
 def _report(name: str, q: Any, record: Callable[[str, object], None]) -> None:
@@ -115,3 +125,34 @@ async def test_aggregator_with_minilm_collapses_the_labelled_groups(
     by_id = {i.id: i for i in items.values()}
     for rep in reps:
         assert all(by_id[d].partition_id == rep.partition_id for d in rep.duplicates)
+
+
+def test_numpy_forward_pass_matches_sentence_transformers(
+    minilm: Any, numpy_minilm: MiniLMEmbedder, labelled: tuple[dict[str, ResultItem], list[Any]]
+) -> None:
+    import numpy as np
+
+    items, _ = labelled
+    texts = [embedding_text(i) for i in items.values()]
+    model = numpy_minilm.load()
+    assert max(len(e.ids) for e in model.tokenize(texts)) <= 254  # one window each: plain model output
+    ours = np.asarray([np.frombuffer(v, dtype=np.float32) for v in numpy_minilm.encode(texts)])
+    ref = minilm.load().encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+    assert ours.dtype == np.float32
+    assert float((ours * ref).sum(axis=1).min()) > 1 - 1e-5
+    assert float(np.abs(ours @ ours.T - ref @ ref.T).max()) < 1e-4
+
+
+def test_numpy_minilm_scores_what_sentence_transformers_scores_at_095(
+    minilm: Any,
+    numpy_minilm: MiniLMEmbedder,
+    labelled: tuple[dict[str, ResultItem], list[Any]],
+    record_property: Callable[[str, object], None],
+) -> None:
+    items, pairs = labelled
+    ref = score_pairs(pairs, pair_similarities(minilm, items, pairs), 0.95)
+    ours = score_pairs(pairs, pair_similarities(numpy_minilm, items, pairs), numpy_minilm.default_threshold)
+    _report("numpy-minilm@0.95", ours, record_property)
+    assert numpy_minilm.default_threshold == 0.95
+    assert (ours.tp, ours.fp, ours.fn, ours.tn) == (ref.tp, ref.fp, ref.fn, ref.tn)
+    assert ours.by_kind == ref.by_kind

