@@ -343,6 +343,12 @@ class TeamConfig(_Strict):
     budget_usd: Decimal | None = Field(default=None, gt=0)
 
 
+class AggregateSettings(_Strict):
+    """How results are merged: ``dedup_scope`` global | item | none, or auto (the task type's default)."""
+
+    dedup_scope: Literal["auto", "global", "item", "none"] = "auto"
+
+
 class FleetConfig(_Strict):
     models: tuple[ModelConfig, ...] = ()
     routing: RoutingConfig = RoutingConfig()
@@ -362,6 +368,7 @@ class FleetConfig(_Strict):
     verification: VerificationConfigModel = VerificationConfigModel()
     supervision: SupervisionConfig = SupervisionConfig()
     teams: dict[str, TeamConfig] = Field(default_factory=dict)  # `agent-fleet serve`'s tenants
+    aggregate: AggregateSettings = AggregateSettings()
 
     @model_validator(mode="after")
     def _names(self) -> FleetConfig:

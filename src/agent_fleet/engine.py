@@ -29,7 +29,15 @@ import aiohttp
 
 from agent_fleet.admission import AdmissionController, KueueObjects, default_objects, load_kueue_yaml
 from agent_fleet.admission.slots import AdmissionSlots
-from agent_fleet.aggregate import Aggregator, band_check, choose_embedder, classify_task, write_outputs
+from agent_fleet.aggregate import (
+    AggregateConfig,
+    Aggregator,
+    band_check,
+    choose_embedder,
+    classify_task,
+    resolve_scope,
+    write_outputs,
+)
 from agent_fleet.aggregate.live import LiveDedup, snapshot_key
 from agent_fleet.brain.harness import Harness
 from agent_fleet.brain.step import Limits
@@ -176,7 +184,10 @@ class Engine:
         embedder = choose_embedder(
             options.embedder, gateway=self._embeddings, model=options.embedding_model, session_id=embed_session
         )
-        return Aggregator.for_run(out_dir, embedder)
+        setting = load_config(options.config_path).aggregate.dedup_scope
+        input_kind = "directory" if options.input_path and Path(options.input_path).is_dir() else None
+        scope, why = resolve_scope(setting, options.task, input_kind)
+        return Aggregator.for_run(out_dir, embedder, config=AggregateConfig(scope=scope, scope_reason=why))
 
     def metrics(self, run_id: str) -> FleetSnapshot:
         """The live figures behind ``fleet_*`` metrics."""
@@ -489,6 +500,7 @@ class Engine:
             "results_unique": len(unique),
             "dedup_rate": round(agg.dedup_rate, 4),
             "dedup": agg.to_dict(),
+            "dedup_scope": {"scope": agg.scope, "reason": agg.scope_reason},
             "dedup_band": band_check(classify_task(options.task, str(plan.kind)), agg).to_dict(),
             "duration_s": round(time.time() - created_at, 3),
             "out_dir": str(out_dir),

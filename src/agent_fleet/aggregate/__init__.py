@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agent_fleet.aggregate.local import EmbedderUnavailable, MiniLMEmbedder, SentenceEmbedder, choose_embedder
     from agent_fleet.aggregate.remote import EmbeddingsClient, HttpEmbeddingsClient, ProviderEmbedder
     from agent_fleet.aggregate.report import sort_results, write_outputs
+    from agent_fleet.aggregate.scope import DedupScope, default_scope, resolve_scope
     from agent_fleet.aggregate.text import content_hash, normalize_text
     from agent_fleet.aggregate.verify import (
         ModelVerifier,
@@ -58,6 +59,7 @@ __all__ = [
     "CategoryStats",
     "Decision",
     "DecisionKind",
+    "DedupScope",
     "Embedder",
     "EmbedderUnavailable",
     "EmbeddingCache",
@@ -81,8 +83,10 @@ __all__ = [
     "choose_embedder",
     "classify_task",
     "content_hash",
+    "default_scope",
     "embed_sync",
     "normalize_text",
+    "resolve_scope",
     "sample_for_verification",
     "sort_results",
     "verify_results",
@@ -103,6 +107,7 @@ __getattr__ = lazy_exports(
         "CategoryStats": "agent_fleet.aggregate.aggregator",
         "Decision": "agent_fleet.aggregate.aggregator",
         "DecisionKind": "agent_fleet.aggregate.aggregator",
+        "DedupScope": "agent_fleet.aggregate.scope",
         "Embedder": "agent_fleet.aggregate.embedders",
         "EmbedderUnavailable": "agent_fleet.aggregate.local",
         "EmbeddingCache": "agent_fleet.aggregate.cache",
@@ -126,8 +131,10 @@ __getattr__ = lazy_exports(
         "choose_embedder": "agent_fleet.aggregate.local",
         "classify_task": "agent_fleet.aggregate.bands",
         "content_hash": "agent_fleet.aggregate.text",
+        "default_scope": "agent_fleet.aggregate.scope",
         "embed_sync": "agent_fleet.aggregate.embedders",
         "normalize_text": "agent_fleet.aggregate.text",
+        "resolve_scope": "agent_fleet.aggregate.scope",
         "sample_for_verification": "agent_fleet.aggregate.verify",
         "sort_results": "agent_fleet.aggregate.report",
         "verify_results": "agent_fleet.aggregate.verify",

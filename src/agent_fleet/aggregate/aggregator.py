@@ -14,6 +14,11 @@ member with no transitive chaining — are met in two passes over the same cache
 
 Exact duplicates never reach the embedder: within a hash group the best-ranked member stands for
 the group, and the others follow it into whichever cluster it joins.
+
+The scope (``AggregateConfig.scope``, :mod:`agent_fleet.aggregate.scope`) limits which results are
+compared: with ``item``, results about different input items merge only when byte-identical. Nothing
+merged is lost: each representative lists every other member — its id, session, partition, location,
+confidence and similarity — under ``occurrences``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from agent_fleet.aggregate.cache import EmbeddingCache
 from agent_fleet.aggregate.categorize import CategoryNamer, assign_categories
 from agent_fleet.aggregate.embedders import Embedder, SyncEmbedder
 from agent_fleet.aggregate.index import LeaderIndex, make_index
-from agent_fleet.aggregate.text import content_hash, embedding_text, rank_key
+from agent_fleet.aggregate.scope import DedupScope, scope_key
+from agent_fleet.aggregate.text import content_hash, embedding_text, full_text, rank_key, raw_hash
 from agent_fleet.aggregate.vectors import Vector
 from agent_fleet.domain.results import ResultItem
 
@@ -78,6 +84,8 @@ class AggregateConfig:
     embed_batch: int = 256
     categorize: bool = True  # give representatives without a category one found by clustering
     category_threshold: float | None = None  # None: 0.6 x the dedup threshold (looser grouping)
+    scope: DedupScope = DedupScope.GLOBAL  # which results are compared (aggregate/scope.py)
+    scope_reason: str = ""  # why that scope: fleet.yaml or the task type's default
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +111,8 @@ class AggregateStats:
     threshold: float
     embedder: str
     per_category: dict[str, CategoryStats] = field(default_factory=dict)
+    scope: str = "global"
+    scope_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,6 +126,8 @@ class AggregateStats:
             "final": self.final,
             "threshold": self.threshold,
             "embedder": self.embedder,
+            "scope": self.scope,
+            "scope_reason": self.scope_reason,
             "per_category": {k: v.to_dict() for k, v in sorted(self.per_category.items())},
         }
 
@@ -149,13 +161,15 @@ class Aggregator:
         self.threshold = self.config.threshold if self.config.threshold is not None else embedder.default_threshold
         self.cache = cache
         self._items: list[ResultItem] = []
-        self._hashes: list[str] = []
+        self._hashes: list[str] = []  # content hash: the vector's key
+        self._keys: list[str] = []  # exact-duplicate group within the scope
+        self._raws: list[str] = []  # byte-identical text (merges across scope keys)
         self._first_of_hash: dict[str, int] = {}
+        self._first_of_raw: dict[str, int] = {}
         self._by_id: dict[str, int] = {}
         self._vectors: dict[str, Vector] = {}
         self._stream = _Clusters([], [], [])
-        self._stream_index = self._new_index()
-        self._seq_to_item: list[int] = []
+        self._stream_index: dict[str, tuple[LeaderIndex, list[int]]] = {}  # scope key -> index, its items
         self._final: list[ResultItem] | None = None
         self._final_clusters: _Clusters | None = None
         self._embedded = 0
@@ -199,7 +213,7 @@ class Aggregator:
         todo: dict[str, str] = {}
         for it in items:
             h = content_hash(it)
-            if h not in self._vectors and h not in self._first_of_hash and h not in todo:
+            if h not in self._vectors and h not in todo:
                 todo[h] = embedding_text(it)
         if not todo:
             return
@@ -223,25 +237,37 @@ class Aggregator:
             if self.cache is not None:
                 await asyncio.to_thread(self.cache.put_many, self.embedder.name, fresh)
 
+    def _scope_of(self, item: ResultItem) -> str:
+        return scope_key(item, self.config.scope)
+
     def _admit(self, item: ResultItem) -> None:
         self._final = None
         self._final_clusters = None
         idx = len(self._items)
         h = content_hash(item)
+        key = self._scope_of(item)
+        exact_key = f"{key}|{h}" if key else h
+        raw = raw_hash(full_text(item))
         self._items.append(item)
         self._hashes.append(h)
+        self._keys.append(exact_key)
+        self._raws.append(raw)
         self._by_id[item.id] = idx
         st = self._stream
-        twin = self._first_of_hash.get(h)
+        twin = self._first_of_hash.get(exact_key)
+        if twin is None:
+            twin = self._first_of_raw.get(raw)
+        self._first_of_raw.setdefault(raw, idx)
         if twin is not None:
             st.leader.append(st.leader[twin])
             st.similarity.append(st.similarity[twin])
             st.exact_of.append(twin)
             return
-        self._first_of_hash[h] = idx
-        (a,) = self._stream_index.assign([self._vectors[h]])
-        self._seq_to_item.append(idx)
-        st.leader.append(self._seq_to_item[a.leader])
+        self._first_of_hash[exact_key] = idx
+        index, members = self._stream_index.get(key) or self._stream_index.setdefault(key, (self._new_index(), []))
+        (a,) = index.assign([self._vectors[h]])
+        members.append(idx)
+        st.leader.append(members[a.leader])
         st.similarity.append(a.similarity)
         st.exact_of.append(None)
 
@@ -259,26 +285,48 @@ class Aggregator:
 
     # -- final pass --------------------------------------------------------------------------------
 
+    def _exact_groups(self) -> list[int]:
+        """Each result's exact-duplicate group (a representative index): same normalised text within
+        one scope key, or byte-identical text anywhere."""
+        parent = list(range(len(self._items)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for keys in (self._keys, self._raws):
+            first: dict[str, int] = {}
+            for i, k in enumerate(keys):
+                j = first.setdefault(k, i)
+                if j != i:
+                    parent[find(i)] = find(j)
+        return [find(i) for i in range(len(parent))]
+
     def _final_pass(self) -> _Clusters:
         n = len(self._items)
         # "Earliest" is by result id (session, then submission), not by arrival: streamed results
         # arrive in a different order on every run, and a resumed run must keep the same versions.
         earliest = {i: rank for rank, i in enumerate(sorted(range(n), key=lambda i: self._items[i].id))}
         keys = [rank_key(it, earliest[i]) for i, it in enumerate(self._items)]
-        # The best member of each hash group stands for the group.
-        head: dict[str, int] = {}
+        groups = self._exact_groups()
+        # The best member of each exact group stands for the group.
+        head: dict[int, int] = {}
         for i in sorted(range(n), key=keys.__getitem__):
-            head.setdefault(self._hashes[i], i)
-        order = sorted(head.values(), key=keys.__getitem__)
-        index = self._new_index()
-        assigned = index.assign([self._vectors[self._hashes[i]] for i in order])
+            head.setdefault(groups[i], i)
+        by_scope: dict[str, list[int]] = {}
+        for i in sorted(head.values(), key=keys.__getitem__):
+            by_scope.setdefault(self._scope_of(self._items[i]), []).append(i)
         cl = _Clusters([0] * n, [1.0] * n, [None] * n)
-        for pos, a in enumerate(assigned):
-            i = order[pos]
-            cl.leader[i] = order[a.leader]
-            cl.similarity[i] = a.similarity if a.leader != pos else 1.0
+        for order in by_scope.values():
+            assigned = self._new_index().assign([self._vectors[self._hashes[i]] for i in order])
+            for pos, a in enumerate(assigned):
+                i = order[pos]
+                cl.leader[i] = order[a.leader]
+                cl.similarity[i] = a.similarity if a.leader != pos else 1.0
         for i in range(n):
-            h_head = head[self._hashes[i]]
+            h_head = head[groups[i]]
             if h_head != i:
                 cl.leader[i] = cl.leader[h_head]
                 cl.similarity[i] = cl.similarity[h_head]
@@ -334,8 +382,23 @@ class Aggregator:
             locations = sorted({loc for m in mem if (loc := self._items[m].location) and loc != item.location})
             if locations:
                 extra["duplicate_locations"] = locations
+            if mem:
+                extra["occurrences"] = [self._occurrence(cl, m) for m in mem]
             reps.append(replace(item, duplicates=tuple(self._items[m].id for m in mem), extra=extra))
         return reps
+
+    def _occurrence(self, cl: _Clusters, m: int) -> dict[str, Any]:
+        """Where a merged result was found, as it was reported."""
+        it = self._items[m]
+        return {
+            "id": it.id,
+            "session_id": it.session_id,
+            "partition_id": it.partition_id,
+            "location": it.location,
+            "confidence": it.confidence,
+            "similarity": round(cl.similarity[m], 4),
+            "exact": cl.exact_of[m] is not None,
+        }
 
     def representatives(self) -> list[ResultItem]:
         """The final representatives after :meth:`finalize`, else the provisional ones, in arrival order."""
@@ -387,6 +450,8 @@ class Aggregator:
             threshold=self.threshold,
             embedder=self.embedder.name,
             per_category={c: CategoryStats(raw[c], unique.get(c, 0), 1.0 - unique.get(c, 0) / raw[c]) for c in raw},
+            scope=str(self.config.scope),
+            scope_reason=self.config.scope_reason,
         )
 
     def __len__(self) -> int:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_fleet.aggregate.aggregator import AggregateStats
+if TYPE_CHECKING:
+    from agent_fleet.aggregate.aggregator import AggregateStats
 
 __all__ = ["CLAIMED_BANDS", "BandCheck", "TaskType", "band_check", "classify_task"]
 

@@ -7,7 +7,14 @@ from html import escape
 from typing import Any
 
 from agent_fleet.aggregate.report import category_rows, group_by_category
-from agent_fleet.aggregate.report_md import model_rows, result_facts, summary_rows, verification_line
+from agent_fleet.aggregate.report_md import (
+    ALSO_FOUND_MAX,
+    also_found,
+    model_rows,
+    result_facts,
+    summary_rows,
+    verification_line,
+)
 from agent_fleet.aggregate.svg import Bar, bar_chart, timeline_chart
 from agent_fleet.domain.results import ResultItem
 
@@ -23,12 +30,24 @@ vertical-align:top}th{background:#f4f4f4}td.n{text-align:right}
 .ok{background:#eef6f0;border:1px solid #5a9e6f;padding:.6em 1em;margin:1em 0}
 ol li{margin:.6em 0}.facts{color:#555;font-size:.92em}.body{white-space:pre-wrap;margin:.2em 0 0;color:#333}
 code{background:#f4f4f4;padding:0 .2em}.chart{margin:1em 0}svg .t{font:600 13px sans-serif}
-svg .l{font:11px sans-serif;fill:#333}
+svg .l{font:11px sans-serif;fill:#333}.also{color:#444;font-size:.92em}.also ul{margin:.1em 0;padding-left:1.4em}
 """
 
 
 def _facts_html(r: ResultItem) -> str:
     return " · ".join(escape(f.strip("`")) for f in result_facts(r))
+
+
+def _also_html(r: ResultItem) -> str:
+    places = also_found(r)
+    if not places:
+        return ""
+    items = "".join(f"<li>{escape(p)}</li>" for p in places[:ALSO_FOUND_MAX])
+    more = (
+        f"<li>… and {len(places) - ALSO_FOUND_MAX} more in results.jsonl</li>" if len(places) > ALSO_FOUND_MAX else ""
+    )
+    n = len(places)
+    return f'<div class="also">Also found in {n} other place{"s" if n != 1 else ""}:<ul>{items}{more}</ul></div>'
 
 
 def render_html(
@@ -93,7 +112,7 @@ def render_html(
             body_html = f'<div class="body">{escape(excerpt)}</div>' if body and body != r.title.strip() else ""
             parts.append(
                 f"<li><strong>{escape(r.title) or '(untitled)'}</strong>"
-                f'<div class="facts">{_facts_html(r)}</div>{body_html}</li>'
+                f'<div class="facts">{_facts_html(r)}</div>{_also_html(r)}{body_html}</li>'
             )
         parts.append("</ol>")
         if len(items) > top:

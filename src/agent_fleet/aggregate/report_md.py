@@ -9,7 +9,9 @@ from typing import Any
 from agent_fleet.aggregate.report import category_rows, group_by_category, urgency_label
 from agent_fleet.domain.results import ResultItem
 
-__all__ = ["model_rows", "render_markdown", "result_facts", "summary_rows", "verification_line"]
+__all__ = ["also_found", "model_rows", "render_markdown", "result_facts", "summary_rows", "verification_line"]
+
+ALSO_FOUND_MAX = 200  # places listed under one result in the reports; results.jsonl has them all
 
 
 def _pct(v: Any) -> str:
@@ -96,6 +98,39 @@ def result_facts(r: ResultItem) -> list[str]:
     return facts
 
 
+def also_found(r: ResultItem) -> list[str]:
+    """Every other place a merged result occurs: its location (or, without one, its session), with the
+    session and confidence it was reported with; one entry per place."""
+    places: dict[str, list[str]] = {}
+    for occ in r.extra.get("occurrences") or ():
+        if not isinstance(occ, dict):
+            continue
+        where = str(occ.get("location") or f"session {occ.get('session_id', '?')}")
+        note = str(occ.get("session_id") or "").rsplit(".", 1)[-1]  # RUN.s00003 -> s00003
+        if isinstance(occ.get("confidence"), int | float):
+            note += f", confidence {float(occ['confidence']):.2f}"
+        places.setdefault(where, []).append(note.strip(", "))
+    return [f"{where} ({'; '.join(n for n in notes if n)})" if any(notes) else where for where, notes in places.items()]
+
+
+def _also_line(r: ResultItem, code: bool) -> str | None:
+    places = also_found(r)
+    if not places:
+        return None
+    shown = places[:ALSO_FOUND_MAX]
+
+    def fmt(p: str) -> str:
+        where, _, rest = p.partition(" (")
+        return (f"`{where}`" if code and "`" not in where else where) + (f" ({rest}" if rest else "")
+
+    more = f", and {len(places) - len(shown)} more in results.jsonl" if len(places) > len(shown) else ""
+    return (
+        f"also found in {len(places)} other place{'s' if len(places) != 1 else ''}: "
+        + ", ".join(map(fmt, shown))
+        + more
+    )
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -133,6 +168,9 @@ def render_markdown(
         for n, r in enumerate(items[:top], 1):
             facts = " · ".join(result_facts(r))
             out.append(f"{n}. **{_cell(r.title) or '(untitled)'}**" + (f" — {facts}" if facts else ""))
+            also = _also_line(r, code=True)
+            if also:
+                out += ["", f"   *{also[:1].upper()}{also[1:]}*"]
             body = r.body.strip()
             if body and body != r.title.strip():
                 excerpt = body if len(body) <= 600 else body[:597].rstrip() + "…"

@@ -14,7 +14,7 @@ import unicodedata
 
 from agent_fleet.domain.results import ResultItem
 
-__all__ = ["content_hash", "embedding_text", "full_text", "normalize_text", "rank_key", "text_hash"]
+__all__ = ["content_hash", "embedding_text", "full_text", "normalize_text", "rank_key", "raw_hash", "text_hash"]
 
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 
@@ -41,6 +41,11 @@ def full_text(item: ResultItem) -> str:
 
 def text_hash(text: str) -> str:
     return hashlib.blake2b(normalize_text(text).encode("utf-8"), digest_size=16).hexdigest()
+
+
+def raw_hash(text: str) -> str:
+    """A hash of the text exactly as written (byte-identical texts only)."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def content_hash(item: ResultItem) -> str:
