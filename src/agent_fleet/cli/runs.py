@@ -220,6 +220,8 @@ def _print_estimate(data: dict[str, Any], as_json: bool) -> None:
     table = Table(title="forecast (nothing was run)", show_header=False)
     plan = data["plan"]
     table.add_row("plan", f"{plan['partitions']} sessions over {plan['items']} items (tree depth {plan['depth']})")
+    for note in (plan.get("notes") or [])[:5]:
+        table.add_row("", str(note))
     table.add_row("model calls", f"{f['llm_calls']['low']:,} – {f['llm_calls']['high']:,}")
     table.add_row("tokens", f"{f['tokens']['total']['low']:,} – {f['tokens']['total']['high']:,}")
     table.add_row("cost", f"${f['cost_usd']['low']} – ${f['cost_usd']['high']} at list prices ({f['model']})")

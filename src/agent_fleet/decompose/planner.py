@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from agent_fleet.decompose.layout import common_directory, cut_costs
 from agent_fleet.decompose.options import DecomposeOptions
 from agent_fleet.decompose.read import read_items
 from agent_fleet.decompose.source import InputSource
+from agent_fleet.decompose.task_items import items_in_task
 from agent_fleet.domain.plan import InputKind, Partition, Plan, PlanNode
 from agent_fleet.errors import InputError
 
@@ -56,7 +59,10 @@ def decompose(
     if not task.strip():
         raise InputError("the task is empty")
     opts = options or DecomposeOptions()
-    plan = plan_source(task, read_items(input_path, opts), agents=agents, budget_tokens=budget_tokens, options=opts)
+    source = read_items(input_path, opts)
+    if input_path is None:
+        task, source = _source_from_task(task, source, agents, opts)
+    plan = plan_source(task, source, agents=agents, budget_tokens=budget_tokens, options=opts)
     plan.check()
     return plan
 
@@ -156,6 +162,25 @@ def _oversize_notes(partitions: Sequence[Partition], limit: int) -> list[str]:
     if len(over) > _MAX_OVERSIZE_NOTES:
         notes.append(f"… and {len(over) - _MAX_OVERSIZE_NOTES} more single-item partition(s) over the limit")
     return notes
+
+
+def _source_from_task(task: str, empty: InputSource, agents: int, opts: DecomposeOptions) -> tuple[str, InputSource]:
+    """No input: the items written in the task (URLs, a list, paths) become the input, one per line; the
+    plan's task is the instruction without them, so each session sees only its own. Else the task alone,
+    and a note says why one session."""
+    found = items_in_task(task)
+    if found is None:
+        why = "no --input and the task names no URLs, list items or paths to split: one session works on the task"
+        return task, replace(empty, notes=(*empty.notes, why))
+    items = list(found.items)
+    sessions = min(agents, len(items))
+    note = (
+        f"{len(items)} {found.what} written in the task, each in exactly one partition: "
+        f"{sessions} session(s) for {agents} agent(s)"
+    )
+    tokens = [max(1, math.ceil(len(i) / opts.chars_per_token)) for i in items]
+    source = InputSource(InputKind.LIST, None, items, tokens, notes=(note,))
+    return found.instruction or task, source
 
 
 def _task_only(task: str, source: InputSource, budget_tokens: int) -> Plan:
