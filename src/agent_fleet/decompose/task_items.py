@@ -16,7 +16,10 @@ _URL_TRAIL = ".,;:!?)]}"
 _SEPARATOR = re.compile(r"(?:[\s,;]|…|\.{2,}|\band\b|\bor\b|&)*", re.IGNORECASE)
 _NUMBERED = re.compile(r"^\s*(?:\d{1,4}|[a-z])[.)]\s+(\S.*?)\s*$", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*[-*•]\s+(\S.*?)\s*$")
-_EXT = r"(?:py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|c|h|cc|cpp|hpp|cs|rb|php|swift|scala|sh|sql|md|rst|txt|json|ya?ml|toml|ini|cfg|csv|html|css)"
+_EXT = (
+    r"(?:py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|c|h|cc|cpp|hpp|cs|rb|php|swift|scala|sh|sql"
+    r"|md|rst|txt|json|ya?ml|toml|ini|cfg|csv|html|css)"
+)
 _PATH = re.compile(
     rf"(?<![\w/.:@-])(?:\.{{1,2}}/|/)?(?:[\w.-]+/)+[\w.-]+/?(?![\w/])|(?<![\w/.:@-])[\w-]+(?:\.[\w-]+)*\.{_EXT}\b"
 )
