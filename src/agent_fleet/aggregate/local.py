@@ -256,7 +256,7 @@ def choose_embedder(
     session_id: str | None = None,
 ) -> Embedder:
     """``auto`` or ``minilm``: all-MiniLM-L6-v2 in numpy (the shipped weights; ``auto`` falls back to
-    the lexical embedder only when they or numpy/safetensors/tokenizers are missing); ``lexical``;
+    the lexical embedder only when they or numpy/tokenizers/threadpoolctl are missing); ``lexical``;
     ``sentence-transformers`` (the same model through torch, the embed extra); ``provider`` (the
     embeddings endpoint through the gateway: metered and budgeted under ``session_id``, model ``model``
     or text-embedding-3-small). A bad name, or ``provider`` without a gateway and a session id, is a
@@ -270,7 +270,7 @@ def choose_embedder(
         emb.load()  # missing files or packages fail here, readably, before the run starts
         return emb
     if name == "auto":
-        have = all(importlib.util.find_spec(m) is not None for m in ("numpy", "safetensors", "tokenizers"))
+        have = all(importlib.util.find_spec(m) is not None for m in ("numpy", "tokenizers", "threadpoolctl"))
         try:
             model_dir()
         except EmbedderUnavailable:

@@ -7,8 +7,8 @@ its vectors agree with sentence-transformers' to float32 rounding (cosines withi
 sorted by length and batched so each batch is padded only to its own longest text.
 
 The weights (model.safetensors, tokenizer.json, config.json) ship inside this package
-(``minilm_model/``); ``MiniLM.load`` maps them with safetensors and rearranges them once (under a
-second). numpy, safetensors and tokenizers are core dependencies; each is imported on first use.
+(``minilm_model/``); ``MiniLM.load`` memory-maps them (no copy) and joins Q, K and V once. numpy,
+tokenizers and threadpoolctl are core dependencies; each is imported on first use.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from agent_fleet.errors import UsageError
 
-__all__ = ["MODEL_DIR", "MiniLM", "EmbedderUnavailable", "model_dir"]
+__all__ = ["MODEL_DIR", "EmbedderUnavailable", "MiniLM", "map_safetensors", "model_dir"]
 
 MODEL_DIR = Path(__file__).resolve().parent / "minilm_model"
 _FILES = ("config.json", "tokenizer.json", "model.safetensors")
@@ -73,7 +73,7 @@ class MiniLM:
         self.cls_id = int(tokenizer.token_to_id("[CLS]"))
         self.sep_id = int(tokenizer.token_to_id("[SEP]"))
         f32 = np.float32
-        self.word = np.ascontiguousarray(weights["embeddings.word_embeddings.weight"], dtype=f32)
+        self.word = weights["embeddings.word_embeddings.weight"]
         # token type 0 for every token of a single text: fold it into the position table
         self.position = np.ascontiguousarray(
             weights["embeddings.position_embeddings.weight"] + weights["embeddings.token_type_embeddings.weight"][0],
@@ -89,7 +89,7 @@ class MiniLM:
         p = f"encoder.layer.{i}."
 
         def t(name: str) -> Any:
-            return np.ascontiguousarray(w[p + name + ".weight"].T, dtype=np.float32)
+            return w[p + name + ".weight"].T  # a view: BLAS reads the transposed layout as it is
 
         def b(name: str) -> Any:
             return np.asarray(w[p + name + ".bias"], dtype=np.float32)
@@ -117,7 +117,6 @@ class MiniLM:
             if model is None:
                 try:
                     import numpy  # noqa: F401
-                    from safetensors.numpy import load_file
                     from tokenizers import Tokenizer
                 except ImportError as exc:
                     raise EmbedderUnavailable(
@@ -127,7 +126,8 @@ class MiniLM:
                 tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
                 tok.no_truncation()  # the file asks for 128 pieces and fixed padding; windows are cut here
                 tok.no_padding()
-                model = _LOADED[str(folder)] = cls(folder, load_file(str(folder / "model.safetensors")), tok, config)
+                weights = map_safetensors(folder / "model.safetensors")
+                model = _LOADED[str(folder)] = cls(folder, weights, tok, config)
             return model
 
     def tokenize(self, texts: Sequence[str]) -> list[Any]:
@@ -218,6 +218,29 @@ class MiniLM:
         y += w["down_b"]
         y += x
         return _layer_norm(y, w["norm2"][0], w["norm2"][1], self.eps)
+
+
+def map_safetensors(path: Path) -> dict[str, Any]:
+    """The fp32 tensors of a safetensors file as read-only numpy views of one memory map (no copy:
+    the pages come from the OS cache as the forward pass first touches them).
+
+    The format: an 8-byte little-endian header length, a JSON header of ``{name: {dtype, shape,
+    data_offsets}}``, then the tensors' bytes."""
+    import numpy as np
+
+    with path.open("rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        if not 0 < size < 100_000_000:
+            raise EmbedderUnavailable(f"{path} is not a safetensors file")
+        header = json.loads(f.read(size))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size)
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__" or meta["dtype"] != "F32":
+            continue  # position_ids (I64) is not needed
+        start, end = meta["data_offsets"]
+        out[name] = data[start:end].view(np.dtype("<f4")).reshape(meta["shape"])
+    return out
 
 
 def _layer_norm(x: Any, weight: Any, bias: Any, eps: float) -> Any:

@@ -14,7 +14,7 @@ import pytest
 from agent_fleet.aggregate import choose_embedder
 from agent_fleet.aggregate.embedders import LexicalEmbedder
 from agent_fleet.aggregate.local import MiniLMEmbedder
-from agent_fleet.aggregate.minilm import MODEL_DIR, EmbedderUnavailable, MiniLM, _gelu, model_dir
+from agent_fleet.aggregate.minilm import MODEL_DIR, EmbedderUnavailable, MiniLM, _gelu, map_safetensors, model_dir
 from agent_fleet.aggregate.vectors import dot
 
 
@@ -38,6 +38,15 @@ def test_the_shipped_weights_are_found_and_fp32() -> None:
     model = MiniLM.load()
     assert model.word.dtype == np.float32 and model.word.shape == (30522, 384)
     assert len(model.layers) == 6
+
+
+def test_the_memory_map_reads_what_safetensors_reads() -> None:
+    st = pytest.importorskip("safetensors.numpy")
+    ref = st.load_file(str(MODEL_DIR / "model.safetensors"))
+    mapped = map_safetensors(MODEL_DIR / "model.safetensors")
+    assert set(mapped) == {k for k, v in ref.items() if v.dtype == np.float32}
+    for k, v in mapped.items():
+        assert v.shape == ref[k].shape and np.array_equal(v, ref[k]), k
 
 
 def test_padding_does_not_change_a_vector(emb: MiniLMEmbedder) -> None:
