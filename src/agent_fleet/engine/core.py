@@ -53,6 +53,10 @@ from agent_fleet.domain.model import EmbeddingResult
 from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.domain.usage import Usage
+from agent_fleet.engine.forecasting import forecast_for, learned_prior, observed_latency
+from agent_fleet.engine.run_ticker import RunTicker
+from agent_fleet.engine.verification import verify_run
+from agent_fleet.engine.workforce import Workforce
 from agent_fleet.errors import (
     ConfigError,
     ProviderDown,
@@ -62,14 +66,12 @@ from agent_fleet.errors import (
     UsageError,
     cause_of,
 )
-from agent_fleet.forecasting import forecast_for, learned_prior, observed_latency
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
 from agent_fleet.observe.metrics import FleetSnapshot, ModelFigures, metrics_key, render
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.observe.telemetry import open_telemetry
 from agent_fleet.options import RunOptions, RunReport, exit_code_for, with_config
-from agent_fleet.run_ticker import RunTicker
 from agent_fleet.runtime import tuned_runtime
 from agent_fleet.session.lease import DEFAULT_TTL_S, LeaseKeeper
 from agent_fleet.session.port import SessionLog
@@ -90,8 +92,6 @@ from agent_fleet.supervise import (
     review_queue,
     store_model_signals,
 )
-from agent_fleet.verification import verify_run
-from agent_fleet.workforce import Workforce
 
 __all__ = [
     "Engine",
