@@ -25,13 +25,13 @@ from agent_fleet.dispatch.health import BreakerState
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatResponse
 from agent_fleet.engine import Engine, RunOptions, RunReport, plan_run, with_config
+from agent_fleet.engine.workforce import Workforce
 from agent_fleet.hands.sandbox import LocalSandboxProvider
 from agent_fleet.session import open_store
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.providers import build_provider
 from agent_fleet.testing.faults import FaultySandboxes, WorkerFaults
 from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, SimProvider
-from agent_fleet.workforce import Workforce
 
 WORKERS = 40
 SESSIONS = 160

@@ -17,12 +17,12 @@ import pytest
 from _hands_support import have_bwrap
 
 from agent_fleet.domain.plan import InputKind, Partition
+from agent_fleet.engine.workforce import Workforce
 from agent_fleet.hands.compose import CompositeHands
 from agent_fleet.hands.sandbox import LocalSandboxProvider
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.providers import build_provider
 from agent_fleet.testing.faults import FaultySandboxes
-from agent_fleet.workforce import Workforce
 
 MCP_SERVER = Path(__file__).with_name("_mcp_server.py")
 

@@ -31,13 +31,13 @@ from agent_fleet.domain.events import EventType, SessionState
 from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.plan import Plan
 from agent_fleet.engine import Engine, RunReport, check_provider, load_run, plan_run
+from agent_fleet.engine.forecasting import forecast_for, learned_prior, observed_latency
+from agent_fleet.engine.workforce import Workforce
 from agent_fleet.errors import FleetError, UsageError
-from agent_fleet.forecasting import forecast_for, learned_prior, observed_latency
 from agent_fleet.options import RunOptions, with_config
 from agent_fleet.session.lease import DEFAULT_TTL_S, LeaseKeeper, LeaseStore
 from agent_fleet.session.store import open_store, resolve_store_url
 from agent_fleet.spend.factory import build_gateway
-from agent_fleet.workforce import Workforce
 
 __all__ = ["FleetHost", "RunConflict", "team_account"]
 

@@ -16,7 +16,7 @@ from agent_fleet.domain.plan import Partition
 from agent_fleet.spend.gateway import apply_budget_event
 
 if TYPE_CHECKING:
-    from agent_fleet.engine import Engine
+    from agent_fleet.engine.core import Engine
     from agent_fleet.supervise import ShapeWatch
 
 __all__ = ["RunTicker"]

@@ -1,0 +1,28 @@
+"""The provider probe ``open_engine`` runs before a run starts: is anything answering HTTP there."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from agent_fleet.errors import ProviderUnreachable
+
+__all__ = ["check_provider"]
+
+
+async def check_provider(base_url: str, *, timeout: float = 5.0) -> None:
+    """Raise ProviderUnreachable unless something answers HTTP at ``base_url`` (no credential sent).
+
+    Over aiohttp, as the engine's own calls go (``spend/providers/_fast.py``), with the same
+    ``trust_env=False``: the check reaches the provider the way the calls will.
+    """
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), trust_env=False) as session,
+            session.get(base_url.rstrip("/") + "/models") as response,
+        ):
+            await response.read()
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        host = urlsplit(base_url).netloc or base_url
+        raise ProviderUnreachable(f"model provider at {host} is unreachable") from None

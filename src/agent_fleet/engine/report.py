@@ -1,0 +1,176 @@
+"""A run's report from plain figures: its status, its summary, its timeline and the ``FleetSnapshot``
+behind ``fleet_*`` metrics (live while it runs, final once it is aggregated)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent_fleet.aggregate import AggregateStats, band_check, classify_task
+from agent_fleet.dispatch.runner import DispatchStats
+from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState
+from agent_fleet.domain.plan import Plan
+from agent_fleet.domain.results import ResultItem
+from agent_fleet.observe.metrics import FleetSnapshot, ModelFigures
+from agent_fleet.observe.summary import RunFigures
+from agent_fleet.options import RunOptions, RunReport
+from agent_fleet.spend.forecast import beside_actuals
+from agent_fleet.spend.meter import Tally
+from agent_fleet.supervise import ReviewItem, queue_counts
+
+__all__ = ["ended_report", "final_snapshot", "live_snapshot", "run_status", "run_summary", "timeline"]
+
+
+def live_snapshot(
+    run_id: str,
+    *,
+    models: Mapping[str, Tally],
+    stats: DispatchStats | None,
+    dedup: AggregateStats | None,
+    concurrency_limit: int,
+    in_flight: int,
+) -> FleetSnapshot:
+    """The figures of a running run: the gateway meter's models, the dispatcher's sessions, the live dedup."""
+    figures = {
+        name: ModelFigures(
+            input_tokens=t.input_tokens,
+            output_tokens=t.output_tokens,
+            cached_input_tokens=t.cached_input_tokens,
+            calls=t.calls,
+            cost_usd=float(t.cost_usd),
+            errors=dict(t.errors),
+        )
+        for name, t in models.items()
+    }
+    sessions = {}
+    if stats is not None:
+        sessions = {
+            "queued": stats.queued,
+            "active": stats.active,
+            "completed": stats.completed,
+            "failed": stats.failed,
+            "paused": stats.paused,
+        }
+    return FleetSnapshot(
+        run_id=run_id,
+        models=figures,
+        concurrency_limit=concurrency_limit,
+        in_flight=in_flight,
+        sessions=sessions,
+        dedup_ratio=None if dedup is None else dedup.dedup_rate,
+        results_raw=0 if dedup is None else dedup.raw,
+        results_unique=0 if dedup is None else dedup.unique,
+    )
+
+
+def final_snapshot(run_id: str, figures: RunFigures, agg: AggregateStats, *, concurrency_limit: int) -> FleetSnapshot:
+    """The figures of an aggregated run, read from its log (nothing in flight)."""
+    return FleetSnapshot(
+        run_id=run_id,
+        models={
+            m: ModelFigures(
+                input_tokens=f["input_tokens"],
+                output_tokens=f["output_tokens"],
+                cached_input_tokens=f["cached_input_tokens"],
+                calls=f["calls"],
+                cost_usd=float(f["cost_usd"]),
+                errors=f.get("errors", {}),
+            )
+            for m, f in figures.per_model.items()
+        },
+        concurrency_limit=concurrency_limit,
+        in_flight=0,
+        sessions={str(k): v for k, v in figures.sessions.items()},
+        dedup_ratio=agg.dedup_rate,
+        results_raw=agg.raw,
+        results_unique=agg.unique,
+    )
+
+
+def run_summary(
+    *,
+    run_id: str,
+    status: str,
+    options: RunOptions,
+    plan: Plan,
+    partitions: int,
+    figures: RunFigures,
+    results_unique: int,
+    agg: AggregateStats,
+    duration_s: float,
+    out_dir: Path,
+    verification: Mapping[str, Any] | None,
+    review: Sequence[ReviewItem],
+    audit: dict[str, Any],
+    run_events: Sequence[Event],
+) -> dict[str, Any]:
+    """``summary.json``: the run's figures, dedup, verification, review queue, decisions and forecast."""
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "status": status,
+        "task": options.task,
+        "input": options.input_path,
+        "partitions": partitions,
+        **figures.to_summary(),
+        "results_unique": results_unique,
+        "dedup_rate": round(agg.dedup_rate, 4),
+        "dedup": agg.to_dict(),
+        "dedup_scope": {"scope": agg.scope, "reason": agg.scope_reason},
+        "dedup_band": band_check(classify_task(options.task, str(plan.kind)), agg).to_dict(),
+        "duration_s": duration_s,
+        "out_dir": str(out_dir),
+    }
+    if verification is not None:
+        summary["verification"] = verification
+        summary["needs_review"] = bool(verification["needs_review"])
+    summary["review"] = queue_counts(review)
+    summary["decisions"] = audit
+    for ev in run_events:
+        if ev.type == EventType.RUN_CREATED and ev.data.get("forecast"):
+            summary["forecast"] = beside_actuals(ev.data["forecast"], summary)
+            break
+    return summary
+
+
+def run_status(sessions: list[SessionRecord]) -> str:
+    states = [s.state for s in sessions]
+    if any(st is SessionState.PAUSED for st in states):
+        return "paused"
+    if not all(st.terminal for st in states):
+        return "interrupted"
+    if any(st is SessionState.FAILED for st in states):
+        return "partial" if any(st is SessionState.COMPLETED for st in states) else "failed"
+    return "completed"
+
+
+def timeline(events: list[Event], origin: float) -> list[dict[str, Any]]:
+    """Per session: first start and last end, in seconds since the run was created."""
+    spans: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        if ev.type == EventType.SESSION_STARTED:
+            spans.setdefault(ev.session_id, {"session_id": ev.session_id, "start": ev.time - origin})
+        elif ev.type in (EventType.SESSION_COMPLETED, EventType.SESSION_FAILED, EventType.SESSION_PAUSED):
+            span = spans.setdefault(ev.session_id, {"session_id": ev.session_id, "start": ev.time - origin})
+            span["end"] = ev.time - origin
+            span["state"] = ev.type.removeprefix("session_")
+    return [s for s in spans.values() if "end" in s]
+
+
+def ended_report(run_id: str, options: RunOptions) -> RunReport | None:
+    """The report an ended run wrote (its summary.json and results.jsonl); None when they are gone."""
+    out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
+    try:
+        summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or summary.get("run_id") != run_id or "status" not in summary:
+        return None
+    results: tuple[ResultItem, ...] = ()
+    try:
+        with open(out_dir / "results.jsonl", encoding="utf-8") as f:
+            results = tuple(ResultItem.from_dict(json.loads(line)) for line in f if line.strip())
+    except (OSError, ValueError, KeyError, TypeError):
+        results = ()
+    return RunReport(run_id, summary, results, out_dir)
