@@ -4,7 +4,11 @@ The harness holds nothing it could not rebuild: every step is decided by
 :func:`~agent_fleet.brain.step.next_action` over a :class:`SessionView` folded from the log, and
 every effect is recorded before the next decision. After a crash a new harness calls ``wake``:
 
-* a model call with a recorded request and no recorded response is sent again (nothing else is);
+* a model call with a recorded request and no recorded response is sent again (nothing else is).
+  The provider may have answered and billed the send that was lost, so first a ``model_resent``
+  event charges it at its reservation (the gateway's :meth:`unanswered_charge`); the session's
+  budget is restored with it. A send whose fate is known (answered with an error, refused by the
+  budget) is not charged, and a second wake before the call went out again charges nothing more;
 * a tool whose result was recorded is never run again. ``submit_result`` records its call, its
   result items and its tool result in one atomic append, so a result is never recorded twice.
 
@@ -58,9 +62,11 @@ class Harness:
         view = SessionView.from_events(state.events, guard=guard)
         if view.state.terminal:
             return SessionOutcome(session_id, Outcome(view.state.value))
-        self._gateway.restore_spent(session_id, view.usage, view.cost_usd)
+        action = next_action(view, self._limits)  # the start and resent events do not change the decision
+        if isinstance(action, CallModel) and action.reissue and view.unbilled_send:
+            await self._charge_unanswered(view, action)
+        self._gateway.restore_spent(session_id, *view.spent)
         begin = (EventType.SESSION_RESUMED if view.started else EventType.SESSION_STARTED, {"attempt": attempt})
-        action = next_action(view, self._limits)  # the start event does not change the decision
         lead: list[tuple[str, dict[str, Any]]] = [begin]
         if not (isinstance(action, CallModel) and not action.reissue):
             await self._emit(view, *begin)
@@ -95,12 +101,22 @@ class Harness:
                 return SessionOutcome(session_id, Outcome.PAUSED, action.reason)
             action = next_action(view, self._limits)
 
+    def _request(self, view: SessionView) -> ChatRequest:
+        return ChatRequest(
+            model=view.model, messages=list(view.messages), tools=self._tools, max_tokens=view.max_tokens
+        )
+
+    async def _charge_unanswered(self, view: SessionView, action: CallModel) -> None:
+        """The request's last send may have been answered (and billed) by the provider before the crash:
+        record it at its reservation, durably, before it is sent again; the budget is restored with it."""
+        usage, cost = self._gateway.unanswered_charge(self._request(view))
+        data = {"turn": action.turn, "usage": usage.to_dict(), "tokens": usage.total_tokens, "cost_usd": str(cost)}
+        await self._emit(view, EventType.MODEL_RESENT, data)
+
     async def _call_model(
         self, view: SessionView, action: CallModel, lead: list[tuple[str, dict[str, Any]]]
     ) -> SessionOutcome | None:
-        request = ChatRequest(
-            model=view.model, messages=list(view.messages), tools=self._tools, max_tokens=view.max_tokens
-        )
+        request = self._request(view)
         events = lead if action.reissue else [*lead, (EventType.MODEL_REQUEST, {"turn": action.turn})]
         recording = asyncio.ensure_future(self._log.emit_events(view.session_id, events))
         try:

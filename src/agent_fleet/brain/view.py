@@ -47,6 +47,11 @@ class SessionView:
     state: SessionState = SessionState.CREATED
     turn: int = 0  # model responses recorded
     pending_turn: int | None = None  # a model_request with no response yet
+    # the last send of the pending turn may have been answered and billed, and is not charged yet
+    unbilled_send: bool = False
+    resent_calls: int = 0  # sends of unknown fate charged at their reservation (model_resent)
+    resent_usage: Usage = field(default_factory=Usage)
+    resent_cost_usd: Decimal = Decimal(0)
     last_response: ChatResponse | None = None
     open_calls: list[ToolCall] = field(default_factory=list)  # calls of the last response owed a result
     results: int = 0  # result items recorded
@@ -93,6 +98,11 @@ class SessionView:
             view.apply(ev)
         return view
 
+    @property
+    def spent(self) -> tuple[Usage, Decimal]:
+        """What the session's budget holds: the metered answers plus the sends charged as resent."""
+        return self.usage + self.resent_usage, self.cost_usd + self.resent_cost_usd
+
     def apply(self, ev: Event) -> None:
         self.last_seq = ev.seq
         state = project_state(ev.type)
@@ -103,10 +113,20 @@ class SessionView:
             self.started = True
         elif t == EventType.MODEL_REQUEST:
             self.pending_turn = int(ev.data["turn"])
+            self.unbilled_send = True
+        elif t == EventType.MODEL_RESENT:
+            # the send of unknown fate is charged; the one it precedes is again of unknown fate
+            self.resent_calls += 1
+            self.resent_usage = self.resent_usage + Usage.from_dict(ev.data.get("usage"))
+            self.resent_cost_usd += Decimal(str(ev.data.get("cost_usd", "0")))
+            self.unbilled_send = True
+        elif t == EventType.MODEL_ERROR:
+            self.unbilled_send = False  # answered, with an error: nothing billed
         elif t == EventType.MODEL_RESPONSE:
             resp = ChatResponse.from_dict(ev.data["response"])
             self.turn = int(ev.data["turn"])
             self.pending_turn = None
+            self.unbilled_send = False
             self.last_response = resp
             self.messages.append(resp.assistant_message())
             self.open_calls = list(resp.tool_calls)
@@ -128,6 +148,8 @@ class SessionView:
             self.results += 1
         elif t == EventType.SESSION_PAUSED:
             self.pause_reason = str(ev.data.get("reason", ""))
+            if self.pause_reason == "budget":
+                self.unbilled_send = False  # refused before it was sent
         elif t in (EventType.SESSION_RESUMED, EventType.SESSION_ADMITTED):
             self.pause_reason = None
         elif t == EventType.BUDGET_RAISED:

@@ -131,6 +131,9 @@ class WatchedGateway:
         self._restored.add(session_id)
         self._inner.restore_spent(session_id, usage, cost_usd)
 
+    def unanswered_charge(self, request: ChatRequest) -> tuple[Usage, Decimal]:
+        return self._inner.unanswered_charge(request)
+
 
 class WatchedHands:
     """A session's hands as one attempt sees them."""

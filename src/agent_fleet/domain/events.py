@@ -36,6 +36,9 @@ class EventType(StrEnum):
     MODEL_REQUEST = "model_request"  # {turn, model}
     MODEL_RESPONSE = "model_response"  # {turn, response: ChatResponse.to_dict()}
     MODEL_ERROR = "model_error"  # {turn, error, status}
+    # {turn, request_seq, usage, cost_usd}: a request found unanswered on wake, charged at its reservation
+    # (the provider may have answered and billed it) before it is sent again
+    MODEL_RESENT = "model_resent"
     TOOL_CALL = "tool_call"  # {call_id, name, arguments}
     TOOL_RESULT = "tool_result"  # {call_id, output, is_error}
     RESULT_ITEM = "result_item"  # ResultItem.to_dict()

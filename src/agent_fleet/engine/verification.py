@@ -65,6 +65,9 @@ class _Metered:
     def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
         self._gateway.restore_spent(session_id, usage, cost_usd)
 
+    def unanswered_charge(self, request: ChatRequest) -> tuple[Usage, Decimal]:
+        return self._gateway.unanswered_charge(request)
+
 
 def _verifier_model(config: FleetConfig, run_model: str) -> str:
     """fleet.yaml's choice; else a model of another tier than the run's; else the run's own."""

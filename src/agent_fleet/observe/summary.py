@@ -1,5 +1,9 @@
 """Run figures computed from the session log alone, so the summary always equals what the log holds.
 
+``tokens`` are the metered answers. ``llm_calls_resent``/``tokens_resent`` are the sends a crash left
+without a recorded answer, each charged at its reservation (``model_resent``) before it was sent again:
+the provider may have answered and billed them, so its bill is at most ``tokens`` + ``tokens_resent``.
+
 ``errors`` counts failed model-call attempts by :class:`~agent_fleet.domain.errors.ErrorKind`, from
 the ``retried`` kinds of ``model_response`` and ``model_error`` events and each ``model_error``'s own
 ``kind``: exactly what the gateway's meter counted. ``timeout`` also counts the attempts that hit
@@ -29,6 +33,10 @@ class RunFigures:
     usage: Usage = field(default_factory=Usage)
     cost_usd: Decimal = Decimal(0)
     llm_calls: int = 0
+    # sends of unknown fate (a crash lost their answer) charged at their reservation before being sent again
+    llm_calls_resent: int = 0
+    usage_resent: Usage = field(default_factory=Usage)
+    cost_usd_resent: Decimal = Decimal(0)
     errors: Counter[str] = field(default_factory=Counter)
     results_raw: int = 0
     sessions: Counter[str] = field(default_factory=Counter)
@@ -56,6 +64,13 @@ class RunFigures:
             "cost_usd": float(self.cost_usd),
             "cost_usd_exact": str(self.cost_usd),
             "llm_calls": self.llm_calls,
+            "llm_calls_resent": self.llm_calls_resent,
+            "tokens_resent": {
+                "input": self.usage_resent.input_tokens,
+                "output": self.usage_resent.output_tokens,
+                "total": self.usage_resent.total_tokens,
+            },
+            "cost_usd_resent": str(self.cost_usd_resent),
             # every kind, zero included: the same keys as the meter and the fleet_llm_requests metric
             "errors": {str(k): self.errors.get(k, 0) for k in ErrorKind},
             "per_model": self.per_model,
@@ -91,6 +106,10 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
             _count_errors(fig, m, resp.retried)
             m["calls"] += 1
             _add_usage(m, resp.usage, resp.cost_usd)
+        elif ev.type == EventType.MODEL_RESENT:
+            fig.llm_calls_resent += 1
+            fig.usage_resent = fig.usage_resent + Usage.from_dict(ev.data.get("usage"))
+            fig.cost_usd_resent += Decimal(str(ev.data.get("cost_usd", "0")))
         elif ev.type == EventType.MODEL_ERROR:
             # the attempts retried before the call failed, then the one that ended it
             m = _model_row(fig, str(ev.data.get("model") or "unknown"))

@@ -394,6 +394,14 @@ class Gateway:
         for t in (tally, self.meter.run):
             t.add(delta, d_cost, calls=0)
 
+    def unanswered_charge(self, request: ChatRequest) -> tuple[Usage, Decimal]:
+        """A request recorded without its response, as a reservation: the prompt estimate plus the most it
+        could answer (its ``max_tokens``, at most the model's output limit), priced at the worst case."""
+        model = self.aliases.get(request.model, request.model) or getattr(self.provider_for(request.model), "model", "")
+        _, prompt = self.estimate_prompt(model, request)
+        out = min(request.max_tokens, self.prices.output_limit(model))
+        return Usage(prompt, out), self.prices.worst_case(model, prompt, out)
+
     def set_session_budget(self, session_id: str, tokens: int | None = None, usd: Any = None) -> None:
         """Raise or lower one session's caps (None leaves a cap as it is). Lowering stops new calls at once."""
         self.book.set_cap(AccountScope.SESSION, session_id, **_caps(tokens, usd))

@@ -40,6 +40,9 @@ class ModelGateway(Protocol):
     def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
         """Tell the gateway what a session had already spent (replayed from its log on resume)."""
 
+    def unanswered_charge(self, request: ChatRequest) -> tuple[Usage, Decimal]:
+        """What a call of unknown fate is charged: its reservation (prompt estimate + its output limit)."""
+
 
 @runtime_checkable
 class EmbeddingProvider(Protocol):

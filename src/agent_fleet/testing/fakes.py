@@ -121,6 +121,7 @@ class FakeGateway:
         self.calls: list[tuple[str, ChatRequest]] = []
         self.refused = 0
         self.restored: dict[str, tuple[Usage, Decimal]] = {}
+        self.unanswered_prompt = 100
         self.finished_at: dict[str, float] = {}
 
     @property
@@ -156,6 +157,10 @@ class FakeGateway:
 
     def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
         self.restored[session_id] = (usage, cost_usd)
+
+    def unanswered_charge(self, request: ChatRequest) -> tuple[Usage, Decimal]:
+        """A fixed ``unanswered_prompt`` tokens of prompt plus the request's ``max_tokens``, free of charge."""
+        return Usage(self.unanswered_prompt, request.max_tokens), Decimal(0)
 
     def __repr__(self) -> str:
         return f"FakeGateway(calls={len(self.calls)}, refused={self.refused}, queued={len(self.replies)})"

@@ -142,8 +142,12 @@ async def test_wake_reissues_only_the_unanswered_call(log: SessionLog, repo: Pat
     assert out.outcome is Outcome.COMPLETED
     assert hands.executed == []  # recorded tool results are never run again
     assert [turn_of(r) for r in gw.requests] == [2, 3]  # turn 1 is never sent again
-    assert gw.restored[sid] == (Usage(100, 10), Decimal(0))  # what was spent before the crash still counts
     evs = await log.get_events(sid)
+    resent = [e.data for e in evs if e.type == EventType.MODEL_RESENT]
+    reserved = Usage(gw.unanswered_prompt, gw.requests[0].max_tokens)  # the unanswered turn 2, at its reservation
+    assert [(d["turn"], Usage.from_dict(d["usage"])) for d in resent] == [(2, reserved)]
+    # what was spent before the crash still counts, the send of unknown fate included
+    assert gw.restored[sid] == (Usage(100, 10) + reserved, Decimal(0))
     assert [e.data["turn"] for e in evs if e.type == EventType.MODEL_REQUEST] == [1, 2, 3]
     assert "session_resumed" in [e.type for e in evs]
 
