@@ -108,6 +108,7 @@ async def test_a_crash_moves_the_session_to_a_backup_that_resumes_from_the_log(l
         "session_started",
         "model_request",  # the crash hit the write of its response
         "attempt_failed",
+        "model_resent",  # its answer was lost: charged at its reservation before it is sent again
         "session_resumed",
         "model_response",  # the lost call was sent again, recorded once
         "tool_call",
