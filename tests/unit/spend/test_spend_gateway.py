@@ -445,3 +445,15 @@ async def test_restore_spent_never_counts_a_call_charged_live_twice() -> None:
     gw.restore_spent("s", log_usage, Decimal("0.01") + resp.cost_usd)
     assert gw.session_usage("s").total_tokens == 1100 + live
     assert gw.meter.run.total_tokens == 1100 + live
+
+
+def test_an_unanswered_call_is_charged_its_reservation_capped_at_the_output_limit():
+    clock = VirtualClock()
+    prices = PriceTable(overrides=PRICES.overrides, output_limits={"m": 600})
+    gw, provider = make(clock, prices=prices)
+    usage, usd = gw.unanswered_charge(REQ)  # max_tokens 1000, but m answers at most 600
+    assert usage == Usage(3000, 600)
+    assert usd == Decimal(3000 * 1 + 600 * 4) / 1_000_000
+    usage, usd = gw.unanswered_charge(ChatRequest(model="m", messages=REQ.messages, max_tokens=200))
+    assert (usage, usd) == (Usage(3000, 200), Decimal(3000 * 1 + 200 * 4) / 1_000_000)
+    assert provider.calls == 0 and gw.book.reserved_total() == (0, 0, 0)  # pricing it charges nothing by itself
