@@ -10,6 +10,7 @@ import asyncio
 import json
 import random
 import signal
+import subprocess
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,67 @@ async def test_sigterm_exits_130_and_the_run_resumes(slow_cli: Cli, tmp_path: Pa
     assert run["status"] == "interrupted"
     code, final = slow_cli.json("resume", run["run_id"])
     assert code == 0 and final["results_raw"] == 400
+
+
+def _sim_in_flight(base_url: str) -> int:
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/sim/stats", timeout=5) as resp:
+        return int(json.loads(resp.read())["in_flight"])
+
+
+async def _freeze_answer_kill(cli: Cli, proc: subprocess.Popen[str]) -> None:
+    """Wait for calls in flight, freeze the engine, let the provider answer them, then kill -9."""
+    await asyncio.sleep(1.0)
+    while _sim_in_flight(cli.base_url) == 0:
+        assert proc.poll() is None, "the run ended before a crash: make it longer"
+        await asyncio.sleep(0.05)
+    proc.send_signal(signal.SIGSTOP)
+    await asyncio.sleep(1.5)  # the provider answers (and bills) what was in flight; nobody hears it
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+async def test_calls_answered_during_three_crashes_are_billed_and_bounded(slow_cli: Cli, tmp_path: Path) -> None:
+    """Three times: freeze the engine with calls in flight, let the provider answer, kill -9, resume.
+    The calls whose answers were lost are charged at their reservation: the summary's tokens plus
+    tokens_resent cover what the provider billed, and no session passes its budget by more than a call."""
+    cli = slow_cli
+    cap = 12_000  # room for a few calls after a charged one: the run goes on past each crash
+    src = write_lines(tmp_path / "urls.txt", 2000)
+    args = ("--task", "Summarise each page", "--input", str(src), "--agents", "200", "--embedder", "lexical")
+    store = f"sqlite:///{tmp_path / 'crash.db'}"
+    before = _sim_billed(cli.base_url)
+    proc = cli.popen("deploy", *args, "--budget-tokens", str(cap), "--out", str(tmp_path / "out"), FLEET_STORE=store)
+    run_id = None
+    for crash in range(3):
+        await _freeze_answer_kill(cli, proc)
+        if run_id is None:
+            _, runs = cli.json("status", FLEET_STORE=store)
+            run_id = runs["runs"][0]["run_id"]
+        if crash < 2:
+            proc = cli.popen("resume", run_id, "--json", FLEET_STORE=store)
+    assert run_id is not None
+    code, final = cli.json("resume", run_id, FLEET_STORE=store)
+    billed = _sim_billed(cli.base_url) - before
+    assert code in (0, 3), final
+    assert final["llm_calls_resent"] > 0
+    assert final["tokens"]["total"] + final["tokens_resent"]["total"] >= billed > final["tokens"]["total"]
+    async with open_store(store) as log:
+        spent: dict[str, int] = {}
+        one_call = 0  # a call's reservation: its prompt estimate + its max_tokens
+        for rec in await log.list_sessions(run_id):
+            n = 0
+            for e in await log.get_events(rec.session_id):
+                if e.type == EventType.MODEL_RESENT:
+                    n += int(e.data["tokens"])
+                    one_call = max(one_call, int(e.data["tokens"]))
+                elif e.type == EventType.MODEL_RESPONSE:
+                    usage = e.data["response"]["usage"]
+                    n += int(usage["input_tokens"]) + int(usage["output_tokens"])
+            spent[rec.session_id] = n
+    assert one_call > 0
+    over = {sid: n for sid, n in spent.items() if n > cap + one_call}
+    assert not over, (cap, one_call, over)
+    print(
+        f"\nbilled {billed:,} · tokens {final['tokens']['total']:,} + resent {final['tokens_resent']['total']:,}"
+        f" ({final['llm_calls_resent']} calls) · max session {max(spent.values()):,} of cap {cap:,} + {one_call:,}"
+    )
