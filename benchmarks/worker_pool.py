@@ -85,6 +85,9 @@ class _NullGateway:
     def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
         return None
 
+    def unanswered_charge(self, request: ChatRequest) -> tuple[Usage, Decimal]:
+        return Usage(), Decimal(0)
+
 
 async def _done(attempt: Attempt) -> SessionOutcome:
     await asyncio.sleep(0)
