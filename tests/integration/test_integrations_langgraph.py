@@ -311,7 +311,9 @@ def test_kill9_mid_fleet_then_restart_from_the_checkpointer_finishes_the_same_ru
     assert set(items_in(final["results"], items).values()) == {1}
     assert own[-1].type == EventType.RUN_COMPLETED
     bill = served(slow_sim) - start
-    assert reference_bill <= bill <= reference_bill + in_flight, (bill, reference_bill, in_flight)
+    # The calls out at the kill are at most one per running session (10); the log's count of them
+    # misses a call sent while its request event was still being written.
+    assert reference_bill <= bill <= reference_bill + 10, (bill, reference_bill, in_flight)
     summary = json.loads((tmp_path / ".fleet" / "runs" / run_id / "summary.json").read_text())
     assert summary.get("llm_calls_resent", 0) <= in_flight
 
