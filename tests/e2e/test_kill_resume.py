@@ -49,34 +49,50 @@ def _sim_billed(base_url: str) -> int:
     return int(stats["tokens_in"]) + int(stats["tokens_out"])
 
 
+async def _started(proc: subprocess.Popen[str]) -> str:
+    """The run id, once the process has recorded (or resumed) its run: however long start-up takes."""
+    assert proc.stderr is not None
+    line = await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 120)
+    words = line.split()
+    assert line.startswith("agent-fleet: run ") and words[-1] in ("started", "resumed"), line
+    return words[2]
+
+
 async def _crash_five_times(
-    cli: Cli, tmp_path: Path, args: tuple[str, ...], seed: int, *, at_least: int = 5
+    cli: Cli,
+    tmp_path: Path,
+    args: tuple[str, ...],
+    seed: int,
+    *,
+    at_least: int = 5,
+    delay: tuple[float, float] = (0.3, 1.2),
 ) -> tuple[int, dict[str, Any], str]:
-    """Deploy, kill -9 at a random moment, resume, kill again … five kills, then resume to the end."""
+    """Deploy, kill -9 at a random moment of the run, resume, kill again … five kills, then resume to the end.
+
+    Each kill comes a random delay after the process said its run started, so start-up time (long on a
+    loaded machine) does not decide whether a kill lands before the run is recorded."""
     crash_store = f"sqlite:///{tmp_path / 'crash.db'}"
     rng = random.Random(seed)
-    run_id = None
     kills = 0
     proc = cli.popen("deploy", *args, "--out", str(tmp_path / "crashed"), "--json", FLEET_STORE=crash_store)
-    while True:
-        await asyncio.sleep(rng.uniform(1.0, 2.2))
+    run_id = await _started(proc)
+    while kills < 5:
+        await asyncio.sleep(rng.uniform(*delay))
         if proc.poll() is not None:
             break
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         kills += 1
-        if run_id is None:
-            code, runs = cli.json("status", FLEET_STORE=crash_store)
-            if not runs["runs"]:  # killed before the run was recorded: nothing to resume, deploy again
-                proc = cli.popen("deploy", *args, "--out", str(tmp_path / "crashed"), "--json", FLEET_STORE=crash_store)
-                continue
-            run_id = runs["runs"][0]["run_id"]
-            assert runs["runs"][0]["status"] == "interrupted"
+        if kills == 1:
+            _, runs = cli.json("status", FLEET_STORE=crash_store)
+            assert [(r["run_id"], r["status"]) for r in runs["runs"]] == [(run_id, "interrupted")]
         if kills == 5:
             break
         proc = cli.popen("resume", run_id, "--json", FLEET_STORE=crash_store)
+        assert await _started(proc) == run_id
     assert kills >= at_least, f"the run finished after {kills} kills: make it longer"
-    assert run_id is not None
+    if proc.poll() is None:
+        proc.wait()
     code, final = cli.json("resume", run_id, FLEET_STORE=crash_store)
     return code, final, crash_store
 
@@ -118,7 +134,9 @@ async def test_spend_before_each_crash_still_counts_against_the_budget(slow_cli:
     assert code == 3 and clean["status"] == "paused"
     assert clean["sessions"]["paused"] == 200 and clean["llm_calls"] == 200
     before = _sim_billed(cli.base_url)
-    code, final, crash_store = await _crash_five_times(cli, tmp_path, (*args, *budget), seed=7, at_least=2)
+    code, final, crash_store = await _crash_five_times(
+        cli, tmp_path, (*args, *budget), seed=7, at_least=2, delay=(0.05, 0.4)
+    )
     billed = _sim_billed(cli.base_url) - before
     assert code == 3, final
     assert final["sessions"] == clean["sessions"]
