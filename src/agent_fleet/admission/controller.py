@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -67,6 +68,8 @@ class AdmissionController:
         self.scheduler = Scheduler(self.cache, self.queues, clock, fair_sharing=self.fair_sharing)
         self.workloads: dict[str, WorkloadInfo] = {}
         self._wake = asyncio.Event()
+        # Who these metrics are of: runs that share one controller store copies of one set of counters.
+        self.uid = uuid.uuid4().hex
 
     # -- inputs ---------------------------------------------------------------------------
     def submit(self, workload: Workload) -> str | None:

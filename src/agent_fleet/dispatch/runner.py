@@ -50,7 +50,7 @@ from agent_fleet.dispatch.pool import Reassignment, WorkerPool, WorkerSpec
 from agent_fleet.dispatch.port import Interposer, Lease
 from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.dispatch.starts import StartGate
-from agent_fleet.dispatch.watch import Progress, WatchedGateway, WatchedHands, WatchedLog
+from agent_fleet.dispatch.watch import Progress, TurnBoundary, WatchedGateway, WatchedHands, WatchedLog
 from agent_fleet.domain.attempts import SESSION_FAULTS, WORKER_FAULTS, AttemptKind
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.outcomes import Outcome, SessionOutcome
@@ -209,14 +209,18 @@ class Dispatcher:
 
     # -- control ---------------------------------------------------------------------------------
     def preempt(self, session_id: str, reason: str, by: str | None = None) -> None:
-        """Stop a running session's attempt; it pauses and waits for a slot again."""
+        """Stop a running session's attempt (at its turn boundary when a model call is in flight); it
+        pauses and waits for a slot again."""
         live = self._live.get(session_id)
         if live is None:
             return
         live.preempt_reason = reason
         live.preempted_by = by
         if live.task is not None and not live.task.done():
-            live.task.cancel()
+            if live.progress is not None and live.progress.calls:
+                live.progress.drain = True  # the call in flight is answered and recorded first
+            else:
+                live.task.cancel()
         elif live.waiter is not None and not live.waiter.done():
             live.waiter.cancel()
 
@@ -431,6 +435,8 @@ class Dispatcher:
             outage = bool(getattr(exc, "outage", False))
         except AttemptFailed as exc:
             kind, error = exc.kind, str(exc)
+        except TurnBoundary:
+            kind = AttemptKind.PREEMPTED
         except UsageError as exc:  # a misconfigured toolset will not get better on another worker
             kind, error = AttemptKind.CONFIG, str(exc)
         except asyncio.CancelledError:

@@ -13,6 +13,12 @@ An attempt reaches the session log and the gateway through thin wrappers:
 * :class:`WatchedHands` does the same for tool calls, which run under the hands' own timeouts
   (sandbox wall clock, MCP call timeout, fetch timeout).
 
+Preemption stops an attempt at a turn boundary when a model call is in flight (``Progress.drain``):
+the provider answers and bills that call whatever the client does, and a call cancelled here would
+free its place under the gateway's concurrency cap while the provider still works on it. So the call
+is answered, its answer is recorded, and then :class:`TurnBoundary` ends the attempt; the next
+attempt goes on from the log. An attempt with no call in flight is cancelled at once.
+
 A worker is hung when it is busy and its progress marker has not moved for ``hung_after``: its
 attempt is neither writing to the log nor inside a model or tool call — stuck in between.
 """
@@ -25,24 +31,30 @@ from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
-from agent_fleet.domain.events import Event
+from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolSpec
 from agent_fleet.domain.usage import Usage
 from agent_fleet.hands.port import Hands, ToolOutput
 from agent_fleet.session.port import ForwardingLog, SessionLog
 from agent_fleet.spend.port import ModelGateway
 
-__all__ = ["Progress", "WatchedGateway", "WatchedHands", "WatchedLog"]
+__all__ = ["Progress", "TurnBoundary", "WatchedGateway", "WatchedHands", "WatchedLog"]
+
+
+class TurnBoundary(Exception):
+    """A draining attempt reached its turn boundary: the answer in flight at its preemption is recorded."""
 
 
 class Progress:
     """Writes made and work in flight under its own timeout (model calls, CLI agent runs)."""
 
-    __slots__ = ("waiting", "writes")
+    __slots__ = ("calls", "drain", "waiting", "writes")
 
     def __init__(self) -> None:
         self.writes = 0
         self.waiting = 0
+        self.calls = 0  # model calls in flight
+        self.drain = False  # preempted during a call: stop once its answer is recorded
 
     @contextmanager
     def bounded_wait(self) -> Iterator[None]:
@@ -92,11 +104,17 @@ class WatchedLog(ForwardingLog):
 
     async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
         event: Event = await self._write(asyncio.ensure_future(self.inner.emit_event(session_id, type, data)))
+        self._boundary((type,))
         return event
 
     async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
         written: list[Event] = await self._write(asyncio.ensure_future(self.inner.emit_events(session_id, events)))
+        self._boundary(t for t, _ in events)
         return written
+
+    def _boundary(self, types: Iterator[str] | tuple[str, ...]) -> None:
+        if self._progress.drain and EventType.MODEL_RESPONSE in types:
+            raise TurnBoundary("preempted: the answer in flight is recorded")
 
     async def close(self) -> None:
         return None  # the attempt does not own the store
@@ -119,11 +137,17 @@ class WatchedGateway:
         self._on_call = on_call  # told once, as the attempt's first model call begins
 
     async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
+        if self._progress.drain:  # before anything is sent: nothing of this call reaches the provider
+            raise TurnBoundary("preempted before the next model call")
         if self._on_call is not None:
             on_call, self._on_call = self._on_call, None
             on_call()
-        with self._progress.bounded_wait():
-            return await self._inner.complete(session_id, request)
+        self._progress.calls += 1
+        try:
+            with self._progress.bounded_wait():
+                return await self._inner.complete(session_id, request)
+        finally:
+            self._progress.calls -= 1
 
     def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
         if session_id in self._restored:

@@ -108,6 +108,7 @@ class Engine:
         # only its creation, so the first dispatch need not read the run back
         self._just_created: set[str] = set()
         self._admission_metrics: dict[str, bytes] = {}  # run id → Kueue's metrics at the last tick
+        self._admission_source: dict[str, str] = {}  # run id → the controller they are of
         self._embeddings = MeteredEmbeddings(gateway)  # provider embeddings, recorded in the run's log
         self.gateway = gateway
         self.clock = clock or RealClock()
@@ -160,12 +161,18 @@ class Engine:
             in_flight=self.gateway.statistics().in_flight,
         )
 
-    async def store_metrics(self, run_id: str, admission: bytes = b"") -> bytes:
-        """Store the Prometheus text of the run (``agent-fleet metrics`` reads it) and return it."""
+    async def store_metrics(self, run_id: str, admission: bytes = b"", *, source: str | None = None) -> bytes:
+        """Store the Prometheus text of the run (``agent-fleet metrics`` reads it) and return it.
+        ``source`` names the admission controller whose ``kueue_*`` families the text holds."""
         self._admission_metrics[run_id] = admission
+        if source is not None:
+            self._admission_source[run_id] = source
         text = render(self.metrics(run_id), admission=admission)
-        await self.log.put_snapshot(metrics_key(run_id), {"text": text.decode()})
+        await self.log.put_snapshot(metrics_key(run_id), self._metrics_snapshot(run_id, text))
         return text
+
+    def _metrics_snapshot(self, run_id: str, text: bytes) -> dict[str, str]:
+        return {"text": text.decode(), "admission_source": self._admission_source.get(run_id, "")}
 
     async def record_embeddings(self, run_id: str) -> None:
         """Provider embeddings spent since the last record go into the run's log (summary == log)."""
@@ -402,7 +409,7 @@ class Engine:
         await store_model_signals(self.log, run_id, events, run_events, now=time.time())
         final = final_snapshot(run_id, figures, agg, concurrency_limit=self.gateway.limiter.total)
         metrics_text = render(final, admission=self._admission_metrics.get(run_id, b""))
-        await self.log.put_snapshot(metrics_key(run_id), {"text": metrics_text.decode()})
+        await self.log.put_snapshot(metrics_key(run_id), self._metrics_snapshot(run_id, metrics_text))
         spans = timeline(events, created_at)
         sections = [audit_markdown(audit, review)]
         await asyncio.to_thread(write_outputs, out_dir, summary, unique, timeline=spans, sections=sections)

@@ -60,7 +60,8 @@ class RunTicker:
         await self._engine.record_embeddings(self._run_id)
         controller = getattr(self._slots, "controller", None)
         admission = controller.metrics_text() if controller is not None else b""
-        await self._engine.store_metrics(self._run_id, admission)
+        source = str(getattr(controller, "uid", "")) if controller is not None else ""
+        await self._engine.store_metrics(self._run_id, admission, source=source)
 
     async def apply_recorded(self) -> None:
         """On start (and resume): every raise already in the log; sessions start under those."""

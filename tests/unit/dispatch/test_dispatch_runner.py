@@ -26,12 +26,13 @@ from agent_fleet.domain.ids import session_id_for
 from agent_fleet.domain.model import ChatRequest, ChatResponse
 from agent_fleet.domain.outcomes import Outcome, SessionOutcome
 from agent_fleet.domain.plan import InputKind, Partition
+from agent_fleet.domain.usage import Usage
 from agent_fleet.session import SessionLog
 from agent_fleet.session.memory import MemorySessionLog
 from agent_fleet.session.port import WakeState
 from agent_fleet.session.tap import ForwardingLog
 from agent_fleet.spend.port import ModelGateway
-from agent_fleet.testing.fakes import FakeGateway, FakeHands
+from agent_fleet.testing.fakes import FakeGateway, FakeHands, finish_call, tool_call, turn_of
 from agent_fleet.testing.faults import WorkerFaults
 
 RUN = "run-disp"
@@ -457,3 +458,102 @@ async def test_the_dispatcher_runs_the_brain_it_is_given_over_each_attempts_own_
 def test_a_dispatcher_needs_a_brain_or_a_session_body() -> None:
     with pytest.raises(TypeError, match="brain"):
         Dispatcher(log=None, gateway=None, hands_for=lambda _p: FakeHands(), slots=LocalSlots(1))  # type: ignore[arg-type]
+
+
+async def test_a_preemption_during_a_model_call_stops_at_the_turn_boundary(log: SessionLog) -> None:
+    """The call in flight is answered and recorded (the provider bills it whatever the client does),
+    then the attempt stops; the next attempt goes on from the log without sending that call again.
+    A call cancelled instead would leave its place under the gateway's cap while the provider still
+    works on it, and be charged again as ``model_resent``."""
+    clock = VirtualClock()
+    gw = FakeGateway(clock=clock)
+    pool = make_pool(clock, ["a"])
+    d = dispatcher(log, gw, clock, pool, slots=1)
+    (sid, p), *_ = await sessions(log, 1)
+    held = gw.hold[sid] = asyncio.Event()
+
+    async def preempt_mid_call() -> None:
+        while not gw.calls:
+            await asyncio.sleep(0)
+        d.preempt(sid, "InCohortReclamation", "run-b.s00000")
+        await asyncio.sleep(0)
+        del gw.hold[sid]
+        held.set()
+
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(preempt_mid_call())
+        outcomes = await d.run([(sid, p)])
+    assert outcomes[sid].outcome is Outcome.COMPLETED
+    assert await types_of(log, sid) == [
+        "session_created",
+        "session_started",
+        "model_request",
+        "model_response",  # answered while the preemption waited for it
+        "session_preempted",
+        "session_resumed",
+        "tool_call",
+        "result_item",
+        "tool_result",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_result",
+        "session_completed",
+    ]
+    preempted = next(e.data for e in await log.get_events(sid) if e.type == EventType.SESSION_PREEMPTED)
+    assert preempted == {"reason": "InCohortReclamation", "by": "run-b.s00000"}
+    assert gw.sessions == [sid, sid]  # two calls in all: none sent twice
+    assert (d.stats.preempted, d.stats.completed, d.stats.attempts_failed) == (1, 1, 0)
+
+
+async def test_a_preemption_between_model_calls_stops_the_attempt_at_once(log: SessionLog) -> None:
+    """No call in flight (here: inside an hour-long tool call): the attempt is cancelled there and then."""
+    clock = VirtualClock()
+    started = asyncio.Event()
+    runs: list[str] = []
+
+    def script(session_id: str, request: ChatRequest) -> ChatResponse:
+        if turn_of(request) == 1:
+            return ChatResponse(None, (tool_call("wait", {}, "w-1"),), Usage(10, 5))
+        return finish_call(session_id)
+
+    async def wait(_input: dict[str, Any]) -> str:
+        runs.append("wait")
+        if len(runs) == 1:
+            started.set()
+            await asyncio.sleep(3600)  # the first attempt's tool call would run for an hour
+        return "done"
+
+    gw = FakeGateway(script, clock=clock)
+    pool = make_pool(clock, ["a"])
+    d = Dispatcher(
+        log=log,
+        gateway=gw,
+        brain=Harness,
+        hands_for=lambda _p: FakeHands({"wait": wait}),
+        slots=LocalSlots(1),
+        clock=clock,
+        options=DispatchOptions(check_interval=1.0, retry_backoff=1.0),
+        pool=pool,
+    )
+    (sid, p), *_ = await sessions(log, 1)
+
+    async def preempt_in_tool() -> None:
+        await started.wait()
+        d.preempt(sid, "Preempted", None)
+
+    async with asyncio.timeout(10), asyncio.TaskGroup() as tg:
+        tg.create_task(preempt_in_tool())
+        outcomes = await d.run([(sid, p)])
+    assert outcomes[sid].outcome is Outcome.COMPLETED
+    types = await types_of(log, sid)
+    assert types[:6] == [
+        "session_created",
+        "session_started",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "session_preempted",  # cut inside the tool call, not an hour later
+    ]
+    assert types[-1] == "session_completed"
+    assert runs == ["wait", "wait"] and d.stats.preempted == 1

@@ -113,3 +113,40 @@ def test_merge_drops_the_kueue_gauges_of_finished_runs() -> None:
     assert pending[(("cluster_queue", "default"), ("status", "active"))] == 0.0
     nominal = merged.values("kueue_cluster_queue_nominal_quota")
     assert sum(nominal.values()) == 4.0  # the live run's quota only, not both
+
+
+def _shared_controller_copies() -> tuple[str, str, str]:
+    """Two copies of one controller's metrics taken at two moments (as two runs of one server store
+    them), and a third controller's."""
+    controller = AdmissionController(default_objects(4), VirtualClock())
+    assert controller.metrics is not None
+    for _ in range(3):
+        controller.metrics.attempts_total.labels("success").inc()
+    controller.metrics.preempted_total.labels("team-b", "InCohortReclamation").inc()
+    earlier = controller.metrics_text().decode()
+    controller.metrics.attempts_total.labels("success").inc()
+    controller.metrics.preempted_total.labels("team-b", "InCohortReclamation").inc(4)
+    later = controller.metrics_text().decode()
+    return earlier, later, _admission_text([0.1], 2)
+
+
+def test_copies_of_one_controller_count_once_from_the_latest() -> None:
+    earlier, later, other = _shared_controller_copies()
+    key = (("preempting_cluster_queue", "team-b"), ("reason", "InCohortReclamation"))
+    # whichever order the runs come in, and whether the latest copy's run is still live
+    for entries in (
+        [(later, True, "c1"), (earlier, True, "c1")],
+        [(earlier, True, "c1"), (later, True, "c1")],
+        [(earlier, False, "c1"), (later, False, "c1")],
+    ):
+        merged = merge_texts(entries)
+        assert merged.values("kueue_preempted_workloads_total")[key] == 5.0
+    # a live copy's gauges are kept even when an ended run stored a later copy
+    merged = merge_texts([(later, False, "c1"), (earlier, True, "c1")])
+    assert merged.values("kueue_preempted_workloads_total")[key] == 1.0
+    assert sum(merged.values("kueue_cluster_queue_nominal_quota").values()) == 4.0
+    # another controller (or a text of no known source) still adds up
+    merged = merge_texts([(later, True, "c1"), (earlier, True, "c1"), (other, True, "c2"), (other, True)])
+    by_reason = merged.values("kueue_preempted_workloads_total")
+    assert by_reason[key] == 5.0
+    assert by_reason[(("preempting_cluster_queue", "default"), ("reason", "InCohortReclamation"))] == 4.0

@@ -5,6 +5,10 @@ controller's ``kueue_*`` families labelled by ClusterQueue. Texts cannot simply 
 family may appear once), so samples are grouped by family and summed where names and labels are equal:
 ``kueue_admitted_workloads_total{cluster_queue="default"}`` of two runs is their sum. A finished run's
 gauges describe its last tick, not now, so only its counters and histograms are kept for ``kueue_*``.
+
+Runs that share one controller (the runs of one ``agent-fleet serve``) each store a copy of its one
+set of ``kueue_*`` families: those are counted once, from the latest copy — a controller's counters
+only grow, so the copy with the most scheduling cycles is the latest (a live run's, if any is live).
 """
 
 from __future__ import annotations
@@ -57,14 +61,43 @@ class MergedFamilies:
         return {}
 
 
-def merge_texts(texts: Sequence[tuple[str, bool]]) -> MergedFamilies:
-    """Merge ``(text, live)`` pairs; a text that is not live keeps only its cumulative ``kueue_*``
-    families (and every ``fleet_*`` family: those are labelled by their run)."""
+def merge_texts(texts: Sequence[tuple[str, bool] | tuple[str, bool, str]]) -> MergedFamilies:
+    """Merge ``(text, live)`` or ``(text, live, source)`` entries; a text that is not live keeps only
+    its cumulative ``kueue_*`` families (and every ``fleet_*`` family: those are labelled by their run).
+    Of the texts with one non-empty ``source`` (one admission controller), only the latest copy's
+    ``kueue_*`` families count."""
     merged = MergedFamilies()
-    for text, live in texts:
+    latest: dict[str, tuple[tuple[bool, float], list[Metric], bool]] = {}
+    for entry in texts:
+        text, live = entry[0], entry[1]
+        source = entry[2] if len(entry) > 2 else ""
+        kueue: list[Metric] = []
         for family in text_string_to_metric_families(text):
-            merged.add(family, gauges=live or not family.name.startswith("kueue_"))
+            if not family.name.startswith("kueue_"):
+                merged.add(family, gauges=True)
+            elif source:
+                kueue.append(family)
+            else:
+                merged.add(family, gauges=live)
+        if source:
+            rank = (live, _cycles(kueue))
+            if source not in latest or rank > latest[source][0]:
+                latest[source] = (rank, kueue, live)
+    for _, families, live in latest.values():
+        for family in families:
+            merged.add(family, gauges=live)
     return merged
+
+
+def _cycles(families: Sequence[Metric]) -> float:
+    """The controller's scheduling cycles so far: it only grows, so it orders copies in time."""
+    return sum(
+        s.value
+        for f in families
+        if f.name == "kueue_admission_attempts"
+        for s in f.samples
+        if s.name.endswith("_total")
+    )
 
 
 def histogram_quantile(q: float, buckets: Mapping[float, float]) -> float | None:

@@ -60,6 +60,7 @@ class RunView:
     seen_seq: int = 0
     sessions: dict[str, SessionFigures] = field(default_factory=dict)
     metrics_text: str = ""
+    admission_source: str = ""  # the admission controller its kueue_* families are of
     summary: dict[str, Any] | None = None
 
     @property
@@ -147,7 +148,9 @@ class FleetReader:
             keep = {r.session_id for r in records}
             for gone in [rid for rid in self.runs if rid not in keep]:
                 del self.runs[gone]
-            self.merged = merge_texts([(r.metrics_text, r.live) for r in self.runs.values() if r.metrics_text])
+            self.merged = merge_texts(
+                [(r.metrics_text, r.live, r.admission_source) for r in self.runs.values() if r.metrics_text]
+            )
             self._read_at = now
             self.history.append(self._point(now))
 
@@ -178,6 +181,7 @@ class FleetReader:
                     figs.fold(ev)
         snap = await self.log.get_snapshot(metrics_key(rec.session_id))
         view.metrics_text = str(snap.get("text", "")) if snap else ""
+        view.admission_source = str(snap.get("admission_source", "")) if snap else ""
 
     def _point(self, now: float) -> Point:
         tokens = calls = errors = active = 0
