@@ -279,3 +279,41 @@ async def test_strict_budgets_lower_the_limit_the_client_sent_or_set_one() -> No
         await s.service.aclose()
         await gateway.aclose()
         await s.sim.stop()
+
+
+async def test_a_stream_is_charged_and_recorded_before_the_client_has_its_last_event() -> None:
+    """A CLI agent exits as soon as it reads a stream's last event and hangs up. The call must by then
+    be charged its real usage (not its reservation, as a cut stream) and told to the observer that
+    writes it into the session log; otherwise the session's bill misses it, or counts it as cut."""
+    s, gateway = await make_stack(SimConfig(latency=0.05))
+    recorded: list[dict[str, Any]] = []
+
+    async def observer(session_id: str, outcome: dict[str, Any]) -> None:
+        await asyncio.sleep(0.2)  # a slow store write
+        recorded.append({"session": session_id, **outcome})
+
+    s.service.on_call = observer
+    url = s.service.root_url + "/v1/chat/completions"
+    body = {"model": "gpt-4.1-mini", "messages": USER, "max_tokens": 5000, "stream": True}
+    headers = {"Authorization": f"Bearer {s.service.issue('s-exits')}"}
+    recorded_when_done: list[int] = []
+    try:
+        async with httpx.AsyncClient() as http, http.stream("POST", url, json=body, headers=headers) as r:
+            assert r.status_code == 200
+            async for line in r.aiter_lines():
+                if line.strip() == "data: [DONE]":
+                    recorded_when_done.append(len(recorded))
+                    break  # and hang up at once, as the CLI does
+        await asyncio.sleep(0.5)
+        assert recorded_when_done == [1]  # recorded before the client read the last event
+        assert [(r["session"], r["outcome"]) for r in recorded] == [("s-exits", "ok")]  # once, not as cut
+        bill = s.sim.stats()
+        usage = gateway.session_usage("s-exits")
+        assert usage.calls == 1
+        # the provider's bill, not prompt + max_tokens
+        assert (usage.input_tokens, usage.output_tokens) == (bill["tokens_in"], bill["tokens_out"])
+        assert 0 < usage.output_tokens < 5000
+    finally:
+        await s.service.aclose()
+        await gateway.aclose()
+        await s.sim.stop()

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from agent_fleet.domain.errors import ErrorKind, error_kind
+from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import BudgetExhausted, ClientRequestError, FleetError, ProviderError, ProviderUnreachable
 from agent_fleet.spend.call import CallSlot
 from agent_fleet.spend.providers import ProviderTimeout
@@ -191,6 +192,7 @@ class _Call:
     retry: bool
     limit_field: str | None
     outcome: dict[str, Any] = field(default_factory=dict)
+    notified: bool = False  # the service's observer was told of this call
 
     @property
     def model(self) -> str:
@@ -222,22 +224,36 @@ class ModelProxy:
             response = await self._metered(request, call, len(raw))
         except BudgetExhausted as exc:
             outcome.update(outcome="budget_exhausted", scope=exc.scope, message=str(exc))
-            await self._svc.notify(session_id, outcome)
+            await self._notify(call)
             return budget_refusal(fmt, str(exc))
         except Unsupported as exc:
             outcome.update(outcome="error", error="Unsupported", message=str(exc))
-            await self._svc.notify(session_id, outcome)
+            await self._notify(call)
             return error_response(fmt, 400, "invalid_request_error", str(exc))
         except (ProviderError, ProviderUnreachable) as exc:
             outcome.update(outcome="error", error=error_kind(exc), message=str(exc), retried=_retried(exc))
-            await self._svc.notify(session_id, outcome)
+            await self._notify(call)
             return self._unrouted(call, exc) or provider_error(fmt, exc)
-        except asyncio.CancelledError:  # the client hung up: record what it cost, then let go
+        except (asyncio.CancelledError, ConnectionError):  # the client hung up: record what it cost, let go
             outcome.setdefault("outcome", "cancelled")
-            await self._svc.notify(session_id, outcome)
+            await self._notify(call)
             raise
-        await self._svc.notify(session_id, outcome)
+        await self._notify(call)
         return response
+
+    async def _notify(self, call: _Call) -> None:
+        """Tell the service's observer (the CLI sessions' recorder) of the call, once."""
+        if not call.notified:
+            call.notified = True
+            await self._svc.notify(call.session_id, call.outcome)
+
+    async def _answered(self, call: _Call, slot: CallSlot, usage: Usage) -> None:
+        """A stream's last event is in: charge its usage and record the call before the client has
+        that event (a CLI that exits on it must not leave its last call unrecorded, or charged as cut)."""
+        slot.charge(usage)
+        call.outcome.update(cost_usd=str(slot.cost), outcome="ok", retried=slot.retried)
+        call.outcome.update(session_tokens=self.gateway.meter.session(call.session_id).total_tokens)
+        await self._notify(call)
 
     def _call(self, request: web.Request, fmt: str, session_id: str, body: dict[str, Any]) -> _Call:
         target = self.routes.resolve(str(body.get("model") or ""))
@@ -293,8 +309,10 @@ class ModelProxy:
                 response = await self._route(request, call, slot)
             finally:
                 call.outcome.update(cost_usd=str(slot.cost))
-            call.outcome.update(outcome="ok" if slot.charged and not slot.streaming else "cut", retried=slot.retried)
-        call.outcome.update(session_tokens=gw.meter.session(call.session_id).total_tokens)
+            if not call.notified:
+                ok = slot.charged and not slot.streaming
+                call.outcome.update(outcome="ok" if ok else "cut", retried=slot.retried)
+                call.outcome.update(session_tokens=gw.meter.session(call.session_id).total_tokens)
         if slot.charged and slot.last_input_tokens:
             gw.estimator.observe(key, raw_estimate, slot.last_input_tokens)
         return response
@@ -348,10 +366,16 @@ class ModelProxy:
             )
             return web.Response(body=upstream.content, headers=headers)
         tap = UsageTap(fmt, drop_usage_chunk=not client_wants_usage)
-        return await self._relay(request, slot, upstream, tap, headers)
+        return await self._relay(request, call, slot, upstream, tap, headers)
 
     async def _relay(
-        self, request: web.Request, slot: CallSlot, upstream: Any, tap: UsageTap, headers: dict[str, str]
+        self,
+        request: web.Request,
+        call: _Call,
+        slot: CallSlot,
+        upstream: Any,
+        tap: UsageTap,
+        headers: dict[str, str],
     ) -> web.StreamResponse:
         slot.streaming = True  # from here a cut stream is charged its reservation
         out = web.StreamResponse(headers={**headers, **_SSE})
@@ -359,16 +383,18 @@ class ModelProxy:
             await out.prepare(request)
             async for chunk in upstream.aiter_raw():
                 data = tap.feed(chunk)
+                if tap.complete and not slot.charged:
+                    await self._answered(call, slot, tap.usage)
                 if data:
                     await out.write(data)
             tail = tap.flush()
+            if tap.complete and not slot.charged:
+                await self._answered(call, slot, tap.usage)
             if tail:
                 await out.write(tail)
         finally:
             slot.received = tap.usage
             await upstream.aclose()
-        if tap.complete:
-            slot.charge(tap.usage)
         await out.write_eof()
         return out
 
@@ -408,7 +434,7 @@ class ModelProxy:
             slot.received = responses_usage(writer.usage_doc)
             await upstream.aclose()
         if done and writer.usage_doc is not None:
-            slot.charge(responses_usage(writer.usage_doc))
+            await self._answered(call, slot, responses_usage(writer.usage_doc))
         await out.write(writer.finish())
         await out.write_eof()
         return out
@@ -452,6 +478,7 @@ class ModelProxy:
             events = openai_stream(answer, completion_id=f"chatcmpl-{ident}", created=created, include_usage=wants)
         else:
             events = anthropic_stream(answer, message_id=f"msg_{ident}")
+        await self._answered(call, slot, answer.usage)  # recorded before the client reads the stream
         out = web.StreamResponse(headers=_SSE)
         await out.prepare(request)
         await out.write(b"".join(events))
