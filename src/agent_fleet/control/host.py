@@ -223,6 +223,13 @@ class FleetHost:
             raise RunConflict(f"run {run_id} is not running")
         task.cancel()
 
+    async def wait(self, run_id: str) -> None:
+        """Until the task of this server that drives the run ends (at once when none does). Cancelling
+        the wait leaves the run going."""
+        task = self._tasks.get(run_id)
+        if task is not None:
+            await asyncio.wait({task})
+
     def _start(self, run_id: str, plan: Plan, options: RunOptions, lease: LeaseKeeper | None) -> None:
         if self._group is None:
             raise RunConflict("the server is not open")
