@@ -10,6 +10,7 @@ find the task; a malformed request gets a JSON-RPC error, never a 5xx.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import select
@@ -30,6 +31,7 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError
 from a2a.helpers import get_data_parts, new_data_part
 from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
     GetTaskRequest,
     Message,
     Part,
@@ -186,6 +188,71 @@ async def test_card_then_one_task_runs_a_fleet_run_to_completion(served: str) ->
         with pytest.raises(TaskNotFoundError):
             await other.get_task(GetTaskRequest(id=task_id))
         assert (await team_b.get(f"{served}/v1/runs/{run_id}")).status_code == 404
+
+
+async def _states_of(stream: AsyncIterator[StreamResponse]) -> tuple[str, list[int]]:
+    """The task's id and the states its stream went through (each once)."""
+    states: list[int] = []
+    task_id = ""
+    async for event in stream:
+        state = _state(event)
+        if state is not None and (not states or states[-1] != state):
+            states.append(state)
+        task_id = task_id or event.task.id or event.status_update.task_id
+    return task_id, states
+
+
+async def test_a_budget_pause_asks_for_input_and_a_reply_raises_it(served: str) -> None:
+    data = {"items": ITEMS[:8], "agents": 2, "budget_tokens": 300, "embedder": "lexical"}
+    async with http(TOKEN_A) as team_a:
+        client = await ClientFactory(ClientConfig(httpx_client=team_a)).create_from_url(served)
+        task_id, states = await _states_of(client.send_message(fleet_message("Classify each ticket", data)))
+        assert states[-1] == TaskState.TASK_STATE_INPUT_REQUIRED, states
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        assert "budget" in task.status.message.parts[0].text
+        run_id = _artifact(task, "run")["run_id"]
+        reply = fleet_message("raise it", {"budget_tokens": 1_000_000})
+        reply.message.task_id, reply.message.context_id = task.id, task.context_id
+        _, states = await _states_of(client.send_message(reply))
+        assert states[-1] == TaskState.TASK_STATE_COMPLETED, states
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        run = _artifact(task, "run")
+        assert run["run_id"] == run_id and run["status"] == "completed"
+        assert run["summary"]["results_raw"] == 8
+        await client.close()
+
+
+async def test_cancel_stops_the_run(served: str) -> None:
+    items = [f"ticket {i}: the page {i} crashes" for i in range(400)]
+    async with http(TOKEN_A) as team_a:
+        client = await ClientFactory(ClientConfig(httpx_client=team_a)).create_from_url(served)
+        stream = client.send_message(fleet_message("Classify each ticket", {"items": items, "agents": 2}))
+        task_id = ""
+        async for event in stream:
+            if _state(event) == TaskState.TASK_STATE_WORKING:
+                task_id = event.status_update.task_id
+                break
+        await stream.aclose()
+        cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+        run_id = client_run_id(cancelled)
+        for _ in range(100):
+            body = (await team_a.get(f"{served}/v1/runs/{run_id}")).json()
+            if body["status"] != "running":
+                break
+            await asyncio.sleep(0.1)
+        assert body["status"] == "interrupted"  # stopped, resumable
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        assert task.status.state == TaskState.TASK_STATE_CANCELED
+        await client.close()
+
+
+def client_run_id(task: Task) -> str:
+    """The run's id, from the status message of the task's working state (kept in its history)."""
+    for message in [*task.history, task.status.message]:
+        if "run_id" in message.metadata:
+            return str(message.metadata["run_id"])
+    raise AssertionError(task)
 
 
 async def test_a_bad_request_gets_a_json_rpc_error_not_a_5xx(served: str) -> None:

@@ -104,9 +104,13 @@ class FleetExecutor(AgentExecutor):
         error = self.host.failures.get(run_id)
         if error is None and status in ("completed", "partial", "paused"):
             results = await run_results(self.host, run_id, options, 0, MAX_RESULTS)
-            await updater.add_artifact([new_data_part(_json(detail))], name="run", metadata={"run_id": run_id})
+            # one id per artifact of the run: a run that goes on after a pause replaces them
+            await updater.add_artifact(
+                [new_data_part(_json(detail))], artifact_id=f"{run_id}.run", name="run", metadata={"run_id": run_id}
+            )
             await updater.add_artifact(
                 [new_data_part(_json({k: results[k] for k in ("run_id", "final", "total", "results")}))],
+                artifact_id=f"{run_id}.results",
                 name="results",
                 metadata={"run_id": run_id},
             )
