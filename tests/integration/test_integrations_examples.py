@@ -20,6 +20,7 @@ CASES = {
         ["tools: ['budget_raise', 'deploy', 'events', 'results', 'review', 'status']", "completed"],
     ),
     "otel_spans.py": ("opentelemetry.sdk", ["'fleet.run': 1", "run-"]),
+    "a2a_client.py": ("a2a", ["skills: ['fleet-run']", "state: TASK_STATE_COMPLETED", "completed: "]),
 }
 
 

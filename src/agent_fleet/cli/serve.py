@@ -26,7 +26,8 @@ def serve_cmd(
     insecure: bool = typer.Option(False, "--insecure", help="Allow plain HTTP on a non-loopback address."),
 ) -> None:
     """Serve the fleet: one gateway, one admission controller, one session log for every run; the live
-    dashboard at / and /metrics beside the API (the admin token, when teams are configured)."""
+    dashboard at / and /metrics beside the API (the admin token, when teams are configured); with the
+    extra a2a, an A2A agent (its card at /.well-known/agent-card.json, JSON-RPC at /a2a)."""
     from agent_fleet.control import serve
 
     def ready(url: str) -> None:
@@ -44,9 +45,17 @@ def serve_cmd(
             tls_key=str(tls_key) if tls_key else None,
             insecure=insecure,
             on_ready=ready,
-            mount=lambda app, host: _mount_dashboard(app, host, str(config) if config else None),
+            mount=lambda app, host: _mount(app, host, str(config) if config else None),
         )
     )
+
+
+def _mount(app: Any, host: FleetHost, config: str | None) -> None:
+    """Beside the API: the dashboard and ``/metrics``; the A2A agent when a2a-sdk is installed."""
+    from agent_fleet.integrations import a2a
+
+    _mount_dashboard(app, host, config)
+    a2a.mount(app, host)
 
 
 def _mount_dashboard(app: Any, host: FleetHost, config: str | None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -25,12 +26,24 @@ from agent_fleet.engine import load_run
 from agent_fleet.errors import FleetError, RunOwned, SessionNotFound
 from agent_fleet.options import RunOptions, budget_event_data
 
-__all__ = ["HOST_KEY", "Mount", "build_app"]
+__all__ = ["ACCESS_KEY", "HOST_KEY", "TOKENS_KEY", "Access", "Mount", "build_app", "request_caller"]
 
 _logger = logging.getLogger(__name__)
 
+
+@dataclass
+class Access:
+    """Which paths take no token (``public``) and which a team's token, like ``/v1/`` (``team``, path
+    prefixes); every other path takes the admin's. A mount adds its own before the server starts."""
+
+    public: set[str] = field(default_factory=lambda: {"/openapi.json"})
+    team: list[str] = field(default_factory=lambda: ["/v1/"])
+
+
 HOST_KEY = web.AppKey("fleet_host", FleetHost)
-_TOKENS = web.AppKey("fleet_tokens", TeamTokens)
+TOKENS_KEY = web.AppKey("fleet_tokens", TeamTokens)
+ACCESS_KEY = web.AppKey("fleet_access", Access)
+_TOKENS = TOKENS_KEY
 _CALLER = "fleet_caller"
 _MAX_LIMIT = 10_000
 
@@ -74,12 +87,14 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """``/v1/``: a team's or the admin's token. Everything mounted beside it (the dashboard, ``/metrics``)
-    shows every team's runs: the admin's token only, as a bearer or as a browser's Basic password."""
-    if request.path == "/openapi.json":
+    """``/v1/`` (and the team paths of :class:`Access`): a team's or the admin's token. Everything else
+    mounted beside it (the dashboard, ``/metrics``) shows every team's runs: the admin's token only, as a
+    bearer or as a browser's Basic password."""
+    access = request.app[ACCESS_KEY]
+    if request.path in access.public:
         return await handler(request)
     caller = request.app[_TOKENS].identify(request.headers.get("Authorization"))
-    if request.path.startswith("/v1/"):
+    if request.path.startswith(tuple(access.team)):
         if caller is None:
             raise ApiError(401, "unauthorized", "a valid bearer token is required")
         request[_CALLER] = caller
@@ -92,9 +107,13 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     return await handler(request)
 
 
-def _caller(request: web.Request) -> Caller:
+def request_caller(request: web.Request) -> Caller:
+    """The caller a team path's request was authenticated as (see :class:`Access`)."""
     caller: Caller = request[_CALLER]
     return caller
+
+
+_caller = request_caller
 
 
 async def _body(request: web.Request, model: type[BaseModel]) -> Any:
@@ -242,6 +261,7 @@ def build_app(host: FleetHost, tokens: TeamTokens, *, mount: Mount | None = None
     app = web.Application(middlewares=[_errors, _auth], client_max_size=1024 * 1024)
     app[HOST_KEY] = host
     app[_TOKENS] = tokens
+    app[ACCESS_KEY] = Access()
     app.router.add_get("/openapi.json", _openapi)
     app.router.add_get("/v1/runs", _list_runs)
     app.router.add_post("/v1/runs", _create_run)

@@ -186,6 +186,7 @@ class FleetHost:
         if self.active(run_id):
             raise RunConflict(f"run {run_id} is running")
         options, plan = await load_run(self.engine.log, run_id)
+        options = await self._raised(run_id, options)
         lease = await self._lease(run_id)
         try:
             await self.engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner()})
@@ -194,6 +195,16 @@ class FleetHost:
             raise
         self._start(run_id, plan, options, lease)
         return options
+
+    async def _raised(self, run_id: str, options: RunOptions) -> RunOptions:
+        """The run's caps as its run-wide raises (``budget_raised`` on the run) left them: ``_start`` sets
+        them on each session, and the one gateway has no run of its own to apply a run's raise to."""
+        tokens, usd = options.budget_tokens, options.budget_usd
+        for ev in await self.engine.log.get_events(run_id):
+            if ev.type == EventType.BUDGET_RAISED:
+                tokens = int(ev.data["tokens"]) if ev.data.get("tokens") is not None else tokens
+                usd = str(ev.data["usd"]) if ev.data.get("usd") is not None else usd
+        return replace(options, budget_tokens=tokens, budget_usd=usd)
 
     async def recover(self) -> list[str]:
         """Resume every run of the store that was live and whose process is gone (a ``serve`` killed
@@ -222,6 +233,13 @@ class FleetHost:
         if task is None or task.done():
             raise RunConflict(f"run {run_id} is not running")
         task.cancel()
+
+    async def wait(self, run_id: str) -> None:
+        """Until the task of this server that drives the run ends (at once when none does). Cancelling
+        the wait leaves the run going."""
+        task = self._tasks.get(run_id)
+        if task is not None:
+            await asyncio.wait({task})
 
     def _start(self, run_id: str, plan: Plan, options: RunOptions, lease: LeaseKeeper | None) -> None:
         if self._group is None:

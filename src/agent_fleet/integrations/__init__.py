@@ -5,6 +5,8 @@
   ``fleet_sends`` for ``Send`` fan-out.
 * :mod:`.crewai` (extra ``crewai``): ``FleetTool``, a CrewAI tool that hands a parallel step to the fleet.
 * :mod:`.mcp` (extra ``mcp``): the MCP server behind ``agent-fleet mcp``.
+* :mod:`.a2a` (extra ``a2a``): ``serve`` as an A2A agent — its card, and JSON-RPC tasks that are
+  fleet runs; ``serve`` mounts it when a2a-sdk is installed.
 * :mod:`.client`: how every integration reaches a fleet — the :class:`~.client.FleetClient` seam and
   the local engine behind it.
 
