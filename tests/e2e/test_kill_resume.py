@@ -2,12 +2,15 @@
 
 The final results must equal an uninterrupted run's: no partition's result lost or recorded
 twice, and the token figures the same (what was spent before each crash still counts).
+``FLEET_KILL_TRIALS`` repeats the random-kill drill with that many seeds, and the three-crash drill
+with half as many (default 1 each).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import signal
 import subprocess
@@ -24,6 +27,8 @@ from .conftest import Cli, write_lines
 
 # A kill test: a process is killed and its leftovers checked; selected with -m slow, bounded on its own.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+TRIALS = int(os.environ.get("FLEET_KILL_TRIALS", "1"))
 
 
 def _results(summary: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -97,14 +102,15 @@ async def _crash_five_times(
     return code, final, crash_store
 
 
-async def test_kill9_five_times_then_resume_equals_uninterrupted(slow_cli: Cli, tmp_path: Path) -> None:
+@pytest.mark.parametrize("trial", range(TRIALS))
+async def test_kill9_five_times_then_resume_equals_uninterrupted(slow_cli: Cli, tmp_path: Path, trial: int) -> None:
     cli = slow_cli
     src = write_lines(tmp_path / "urls.txt", 2000)
     args = ("--task", "Summarise each page", "--input", str(src), "--agents", "200", "--embedder", "lexical")
 
     code, clean = cli.json("deploy", *args, "--out", str(tmp_path / "clean"))
     assert code == 0 and clean["status"] == "completed"
-    code, final, crash_store = await _crash_five_times(cli, tmp_path, args, seed=20261130)
+    code, final, crash_store = await _crash_five_times(cli, tmp_path, args, seed=20261130 + trial)
 
     assert code == 0, final
     assert final["status"] == "completed"
@@ -197,7 +203,10 @@ async def _freeze_answer_kill(cli: Cli, proc: subprocess.Popen[str]) -> None:
     proc.wait()
 
 
-async def test_calls_answered_during_three_crashes_are_billed_and_bounded(slow_cli: Cli, tmp_path: Path) -> None:
+@pytest.mark.parametrize("trial", range(max(1, TRIALS // 2)))
+async def test_calls_answered_during_three_crashes_are_billed_and_bounded(
+    slow_cli: Cli, tmp_path: Path, trial: int
+) -> None:
     """Three times: freeze the engine with calls in flight, let the provider answer, kill -9, resume.
     The calls whose answers were lost are charged at their reservation: the summary's tokens plus
     tokens_resent cover what the provider billed, and no session passes its budget by more than a call."""
