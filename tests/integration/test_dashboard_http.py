@@ -115,11 +115,11 @@ async def test_errors_are_one_json_shape(served: str, store: tuple[SessionLog, s
     sids = await create_run(writer, "run-a", 1)
     async with aiohttp.ClientSession() as http:
         status, body = await _json(http, served + "/api/runs/run-zzz")
-        assert status == 404 and body["error"]["status"] == 404 and "run-zzz" in body["error"]["message"]
+        assert status == 404 and body["error"]["type"] == "not_found" and "run-zzz" in body["error"]["message"]
         status, body = await _json(http, f"{served}/api/sessions/{sids[0]}/events?after=x")
         assert status == 400 and "after" in body["error"]["message"]
         status, body = await _json(http, served + "/api/sessions/nope/events")
-        assert status == 404 and body["error"]["status"] == 404
+        assert status == 404 and body["error"]["type"] == "not_found"
         status, body = await _json(http, served + "/no/such/page")
         assert status == 404 and set(body) == {"error"}
 
@@ -216,7 +216,7 @@ async def test_review_queue_and_a_decision_from_the_dashboard(
         # a cross-site post (no header, or another origin) is refused and records nothing
         for headers in ({}, {"X-Fleet-Dashboard": "1", "Origin": "http://evil.example"}):
             async with http.post(base + "/api/review", json=decision, headers=headers) as resp:
-                assert resp.status == 403 and (await resp.json())["error"]["status"] == 403
+                assert resp.status == 403 and (await resp.json())["error"]["type"] == "forbidden"
         async with http.post(base + "/api/review", json={**decision, "decision": "maybe"}, headers=ok_headers) as resp:
             assert resp.status == 400
         async with http.post(

@@ -17,6 +17,8 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from agent_fleet.api_errors import KINDS
+from agent_fleet.api_errors import error_response as json_error
 from agent_fleet.control.host import FleetHost, RunConflict
 from agent_fleet.control.schema import BudgetRaise, RunCreate, openapi_document
 from agent_fleet.control.teams import Caller, TeamTokens
@@ -58,10 +60,7 @@ class ApiError(Exception):
 
 def error_response(status: int, kind: str, message: str) -> web.Response:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return web.json_response({"error": {"type": kind, "message": message}}, status=status, headers=headers)
-
-
-_HTTP_KINDS = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+    return json_error(status, message, kind=kind, headers=headers)
 
 
 @web.middleware
@@ -73,7 +72,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(exc.status, _HTTP_KINDS.get(exc.status, "http_error"), exc.reason)
+        return error_response(exc.status, KINDS.get(exc.status, "http_error"), exc.reason)
     except SessionNotFound as exc:
         return error_response(404, "not_found", str(exc))
     except (RunConflict, RunOwned) as exc:
@@ -99,9 +98,9 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
             raise ApiError(401, "unauthorized", "a valid bearer token is required")
         request[_CALLER] = caller
     elif caller is None or not caller.admin:
-        return web.json_response(
-            {"error": {"type": "unauthorized", "message": "the admin token is required"}},
-            status=401,
+        return json_error(
+            401,
+            "the admin token is required",
             headers={"WWW-Authenticate": 'Basic realm="agent-fleet", charset="UTF-8"'},
         )
     return await handler(request)

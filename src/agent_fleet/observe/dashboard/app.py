@@ -11,7 +11,7 @@ Routes (relative to where it is mounted; the page uses relative URLs, so a prefi
 * ``GET /api/runs/{run}/review`` a run's review queue; ``POST /api/review`` ``{item, decision, note?}``
   records a decision (with a :class:`~.review.ReviewDesk`; :mod:`.review` says how it is guarded)
 
-Errors are one JSON shape: ``{"error": {"status": N, "message": "..."}}``.
+Errors are the one JSON shape of :mod:`agent_fleet.api_errors`: ``{"error": {"type", "message"}}``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agent_fleet.api_errors import error_body, error_response
 from agent_fleet.observe.dashboard.exposition import exposition
 from agent_fleet.observe.dashboard.overview import overview, run_detail
 from agent_fleet.observe.dashboard.reader import FleetReader
@@ -43,14 +44,14 @@ def static_root() -> Path:
 
 
 def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"status": status, "message": message}}, status=status)
+    return error_response(status, message)
 
 
 def _after(request: web.Request) -> int:
     raw = request.query.get("after", "0")
     if not raw.isdigit():
         raise web.HTTPBadRequest(
-            text=json.dumps({"error": {"status": 400, "message": f"after must be a whole number, got {raw!r}"}}),
+            text=json.dumps(error_body(400, f"after must be a whole number, got {raw!r}")),
             content_type="application/json",
         )
     return int(raw)

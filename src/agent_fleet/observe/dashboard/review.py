@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from agent_fleet.api_errors import error_response
 from agent_fleet.errors import FleetError, SessionNotFound, UsageError
 
 __all__ = ["DESK", "ReviewDesk", "add_review_routes"]
@@ -34,7 +35,7 @@ DESK = web.AppKey("fleet_review_desk", ReviewDesk)
 
 
 def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"status": status, "message": message}}, status=status)
+    return error_response(status, message)
 
 
 def _failure(exc: FleetError) -> web.Response:
