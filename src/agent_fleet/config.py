@@ -69,6 +69,8 @@ __all__ = [
     "read_yaml_file",
 ]
 
+DEFAULT_SESSION_TOKENS = 128_000  # a session's token cap when neither the run nor fleet.yaml sets one
+
 # Every YAML the engine reads (fleet.yaml, Kueue objects, admission scenarios) goes through
 # load_yaml: bounded in bytes, in alias uses, and in nodes once aliases are expanded, so a
 # "billion laughs" document fails in milliseconds instead of being walked by the validators.
@@ -183,7 +185,7 @@ class BudgetsConfig(_Strict):
     the call that crosses it finishes (overshoot under one call); ``strict``: a call's ``max_tokens`` is
     lowered to what is left, and below ``strict_floor_tokens`` the session pauses (no overshoot)."""
 
-    session_tokens: int | None = Field(default=128_000, ge=1)
+    session_tokens: int | None = Field(default=DEFAULT_SESSION_TOKENS, ge=1)
     session_usd: Decimal | None = Field(default=None, ge=0)
     fleet_usd: Decimal | None = Field(default=None, ge=0)
     fleet_tokens: int | None = Field(default=None, ge=1)

@@ -7,11 +7,16 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.config import FleetConfig
+from agent_fleet.config import DEFAULT_SESSION_TOKENS, FleetConfig
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import UsageError
 
-__all__ = ["RunOptions", "RunReport", "budget_event_data", "exit_code_for", "with_config"]
+__all__ = ["RunOptions", "RunReport", "budget_event_data", "exit_code_for", "session_tokens", "with_config"]
+
+
+def session_tokens(options: RunOptions) -> int:
+    """The run's session token cap: its own, else the default (fleet.yaml's is filled in by ``with_config``)."""
+    return options.budget_tokens if options.budget_tokens is not None else DEFAULT_SESSION_TOKENS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,11 +27,13 @@ from agent_fleet.admission import AdmissionController, default_objects, load_kue
 from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.clock import RealClock
 from agent_fleet.config import FleetConfig, load_config
+from agent_fleet.decompose.subtasks import needs_planner
 from agent_fleet.domain.events import EventType, SessionState
 from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.plan import Plan
 from agent_fleet.engine import Engine, RunReport, check_provider, load_run, plan_run
 from agent_fleet.engine.forecasting import forecast_for, learned_prior, observed_latency
+from agent_fleet.engine.planning import plan_goal
 from agent_fleet.engine.workforce import Workforce
 from agent_fleet.errors import FleetError, UsageError
 from agent_fleet.options import RunOptions, with_config
@@ -158,15 +160,19 @@ class FleetHost:
     async def submit(self, options: RunOptions) -> str:
         """Record a new run (its plan, its forecast) and start it; returns its id at once."""
         options = self.prepare(options)
-        plan = await asyncio.to_thread(plan_run, options)
         run_id = new_run_id()
+        planner = None
+        if needs_planner(options.task, options.input_path, options.agents):
+            plan, planner = await plan_goal(self.engine.gateway, run_id, options)
+        else:
+            plan = await asyncio.to_thread(plan_run, options)
         options = replace(options, out_dir=str(self.workdir / ".fleet" / "runs" / run_id))
         log = self.engine.log
         prior = await learned_prior(log, options, plan)
         predicted = forecast_for(options, plan, self.config, await observed_latency(log), prior)
         lease = await self._lease(run_id)
         try:
-            await self.engine.create_run(plan, options, run_id=run_id, forecast=predicted)
+            await self.engine.create_run(plan, options, run_id=run_id, forecast=predicted, planner=planner)
         except BaseException:
             await _release(lease)
             raise

@@ -49,7 +49,7 @@ from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
 from agent_fleet.observe.metrics import FleetSnapshot, metrics_key, render
 from agent_fleet.observe.summary import run_figures
-from agent_fleet.options import RunOptions, RunReport
+from agent_fleet.options import RunOptions, RunReport, session_tokens
 from agent_fleet.session.lease import LeaseKeeper
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.tap import TappedLog
@@ -139,7 +139,7 @@ class Engine:
         embed_session = f"{run_id}.embed"
         if options.embedder == "provider":
             # Embedding spend grows with the run: one session budget per partition's worth of results.
-            per_session = options.budget_tokens or 128_000
+            per_session = session_tokens(options)
             self.gateway.set_session_budget(embed_session, tokens=per_session * max(1, options.agents))
         embedder = choose_embedder(
             options.embedder, gateway=self._embeddings, model=options.embedding_model, session_id=embed_session
@@ -194,8 +194,15 @@ class Engine:
 
     # -- phase 1: record the plan ---------------------------------------------------------------
     async def create_run(
-        self, plan: Plan, options: RunOptions, *, run_id: str | None = None, forecast: dict[str, Any] | None = None
+        self,
+        plan: Plan,
+        options: RunOptions,
+        *,
+        run_id: str | None = None,
+        forecast: dict[str, Any] | None = None,
+        planner: dict[str, Any] | None = None,
     ) -> str:
+        """Record the run and its plan in one append (``planner``: the call that planned it, if one did)."""
         plan.check()
         run_id = run_id or new_run_id()
         created = {
@@ -206,7 +213,7 @@ class Engine:
             "owner": owner(),
         }
         await self.log.emit_events(
-            run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, {"plan": plan.to_dict()})]
+            run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, _plan_event(plan, planner))]
         )
         await create_sessions(self.log, self.gateway.router, run_id, plan, options)
         self._just_created.add(run_id)
@@ -473,6 +480,13 @@ _SHAPE_WATCH_TYPES = (
     EventType.SESSION_COMPLETED,
     EventType.SESSION_FAILED,
 )
+
+
+def _plan_event(plan: Plan, planner: dict[str, Any] | None) -> dict[str, Any]:
+    data: dict[str, Any] = {"plan": plan.to_dict()}
+    if planner is not None:
+        data["planner"] = planner
+    return data
 
 
 def _limits(options: RunOptions) -> Limits:

@@ -128,6 +128,10 @@ def run_summary(
     summary["review"] = queue_counts(review)
     summary["decisions"] = audit
     for ev in run_events:
+        if ev.type == EventType.PLAN and ev.data.get("planner"):
+            p = ev.data["planner"]
+            summary["planner"] = {k: p.get(k) for k in ("model", "subtasks", "why", "usage", "cost_usd", "calls")}
+    for ev in run_events:
         if ev.type == EventType.RUN_CREATED and ev.data.get("forecast"):
             summary["forecast"] = beside_actuals(ev.data["forecast"], summary)
             break

@@ -12,6 +12,7 @@ from typing import Any
 
 from agent_fleet.config import load_config
 from agent_fleet.decompose import decompose
+from agent_fleet.decompose.subtasks import needs_planner
 from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.domain.events import EventType, SessionState
 from agent_fleet.domain.ids import new_run_id
@@ -19,10 +20,11 @@ from agent_fleet.domain.plan import Plan
 from agent_fleet.engine.compose import open_engine
 from agent_fleet.engine.core import Engine
 from agent_fleet.engine.forecasting import forecast_for, learned_prior, observed_latency
+from agent_fleet.engine.planning import plan_goal
 from agent_fleet.engine.preflight import check_embedder, check_run_options
 from agent_fleet.engine.records import load_run, owner
 from agent_fleet.engine.report import ended_report
-from agent_fleet.options import RunOptions, RunReport, with_config
+from agent_fleet.options import RunOptions, RunReport, session_tokens, with_config
 from agent_fleet.session.store import open_store, resolve_store_url
 
 __all__ = ["deploy", "estimate", "plan_run", "resume"]
@@ -30,8 +32,7 @@ __all__ = ["deploy", "estimate", "plan_run", "resume"]
 
 def plan_run(options: RunOptions) -> Plan:
     """Phase 1: decompose the task and input into a checked plan."""
-    budget = options.budget_tokens if options.budget_tokens is not None else 128_000
-    return decompose(options.task, options.input_path, agents=options.agents, budget_tokens=budget)
+    return decompose(options.task, options.input_path, agents=options.agents, budget_tokens=session_tokens(options))
 
 
 async def estimate(options: RunOptions, *, store_url: str | None = None) -> dict[str, Any]:
@@ -39,6 +40,9 @@ async def estimate(options: RunOptions, *, store_url: str | None = None) -> dict
     options = await _resolved(options)
     config = await asyncio.to_thread(load_config, options.config_path)
     plan = await asyncio.to_thread(plan_run, options)
+    if needs_planner(options.task, options.input_path, options.agents):
+        note = "the task is a goal with no input: deploy plans it into sub-tasks with one model call first"
+        plan = replace(plan, notes=(*plan.notes, note))
     latency = prior = None
     url = resolve_store_url(store_url)
     if not url.startswith("sqlite:///") or await asyncio.to_thread(os.path.exists, url.removeprefix("sqlite:///")):
@@ -86,17 +90,21 @@ async def deploy(
         await asyncio.to_thread(check_run_options, options)
     else:
         check_embedder(options)
-    plan = await asyncio.to_thread(plan_run, options)
+    planned = needs_planner(options.task, options.input_path, options.agents)
+    plan = None if planned else await asyncio.to_thread(plan_run, options)
     run_id = run_id or new_run_id()
     if options.out_dir is None:
         options = replace(options, out_dir=str(Path.cwd() / ".fleet" / "runs" / run_id))
     async with open_engine(
         options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots
     ) as engine:
+        planner = None
+        if plan is None:  # a goal: one orchestrator call plans it (recorded with the plan, never repeated)
+            plan, planner = await plan_goal(engine.gateway, run_id, options)
         config = await asyncio.to_thread(load_config, options.config_path)
         prior = await learned_prior(engine.log, options, plan)
         predicted = forecast_for(options, plan, config, await observed_latency(engine.log), prior)
-        await engine.create_run(plan, options, run_id=run_id, forecast=predicted)
+        await engine.create_run(plan, options, run_id=run_id, forecast=predicted, planner=planner)
         return await _run_to_the_end(engine, run_id, plan, options, on_start)
 
 

@@ -14,7 +14,7 @@ never sees.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -87,13 +87,9 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
             fig.cost_usd += Decimal(str(ev.data.get("cost_usd", "0")))
             fig.llm_calls += int(ev.data.get("calls", 0))
         elif ev.type == EventType.VERIFICATION:
-            fig.usage = fig.usage + Usage.from_dict(ev.data.get("usage"))
-            fig.cost_usd += Decimal(str(ev.data.get("cost_usd", "0")))
-            fig.llm_calls += int(ev.data.get("calls", 0))
-            usage = Usage.from_dict(ev.data.get("usage"))
-            m = _model_row(fig, str(ev.data.get("model") or "unknown"))
-            m["calls"] += int(ev.data.get("calls", 0))
-            _add_usage(m, usage, Decimal(str(ev.data.get("cost_usd", "0"))))
+            _add_run_calls(fig, ev.data)
+        elif ev.type == EventType.PLAN and ev.data.get("planner"):  # the call that planned a goal
+            _add_run_calls(fig, ev.data["planner"])
     for rec in sessions:
         fig.sessions[rec.state] += 1
     for ev in events:
@@ -119,6 +115,19 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
         elif ev.type == EventType.RESULT_ITEM:
             fig.results_raw += 1
     return fig
+
+
+def _add_run_calls(fig: RunFigures, data: Mapping[str, Any]) -> None:
+    """Model calls recorded in the run's own stream (verifier, planner): usage, cost, calls, model."""
+    usage = Usage.from_dict(data.get("usage"))
+    cost = Decimal(str(data.get("cost_usd", "0")))
+    calls = int(data.get("calls", 0))
+    fig.usage = fig.usage + usage
+    fig.cost_usd += cost
+    fig.llm_calls += calls
+    m = _model_row(fig, str(data.get("model") or "unknown"))
+    m["calls"] += calls
+    _add_usage(m, usage, cost)
 
 
 def _model_row(fig: RunFigures, model: str) -> dict[str, Any]:

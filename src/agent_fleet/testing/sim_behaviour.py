@@ -21,7 +21,7 @@ from typing import Any, Literal
 from agent_fleet.testing.sim_coding import coding_reply
 from agent_fleet.testing.sim_conversation import Conversation, SimToolCall
 from agent_fleet.testing.sim_detectors import Finding, detect
-from agent_fleet.testing.sim_items import note_for_item, plain_answer, verdict_for
+from agent_fleet.testing.sim_items import note_for_item, plain_answer, plan_for_goal, verdict_for
 
 __all__ = [
     "LIST_CHUNK",
@@ -181,6 +181,10 @@ def decide(conv: Conversation, *, refute_pct: float = 10.0, unsure_pct: float = 
         users = conv.user_texts()
         return Reply(plain_answer(users[-1] if users else conv.system))
     history = _History(conv)
+    if "submit_plan" in tools:
+        if history.called("submit_plan"):
+            return Reply("Plan submitted.")
+        return Reply(None, (("submit_plan", plan_for_goal(conv.system, conv.first_user_text())),))
     if "submit_verdict" in tools:
         if history.called("submit_verdict"):
             return _finish(tools, "Verdict submitted.")

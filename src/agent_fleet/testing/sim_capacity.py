@@ -242,6 +242,7 @@ class SimStats:
         self.cached_tokens = 0
         self.stalls = 0
         self.dropped = 0
+        self.plans = 0  # answers that were a plan (a planner's submit_plan call)
 
     def count(self, endpoint: str, status: int) -> None:
         by_status = self.requests.setdefault(endpoint, {})
@@ -264,4 +265,5 @@ class SimStats:
             "rate_limited": dict(self.rate_limited),
             "stalls": self.stalls,
             "dropped": self.dropped,
+            "plans": self.plans,
         }

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["note_for_item", "plain_answer", "verdict_for"]
+__all__ = ["note_for_item", "plain_answer", "plan_for_goal", "verdict_for"]
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://\S+$", re.IGNORECASE)
@@ -160,3 +160,25 @@ def plain_answer(text: str) -> str:
     if terms:
         answer += f" Key terms: {', '.join(terms)}."
     return answer
+
+
+_AT_MOST = re.compile(r"at most (\d+) sub-tasks")
+_SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
+_CLAUSES = re.compile(r",\s*|\s+and\s+")
+
+
+def plan_for_goal(system: str, user: str) -> dict[str, Any]:
+    """A planner's answer: each sentence after the first is a sub-task; a one-sentence goal with a
+    colon splits its list of clauses; else one sub-task. At most the number the system prompt allows."""
+    goal = user.split("Goal:", 1)[-1].strip()
+    m = _AT_MOST.search(system)
+    limit = int(m.group(1)) if m else 10
+    sentences = [s.strip() for s in _SENTENCES.split(goal) if s.strip()]
+    subtasks = sentences[1:] if len(sentences) > 2 else []
+    if not subtasks and ":" in goal:
+        head, _, rest = goal.partition(":")
+        clauses = [c.strip(" .") for c in _CLAUSES.split(rest) if c.strip(" .")]
+        subtasks = [f"{head.strip()}: {c}" for c in clauses] if len(clauses) > 1 else []
+    if not subtasks:
+        return {"subtasks": [goal], "why": "a simple request: one sub-task"}
+    return {"subtasks": subtasks[:limit], "why": f"{len(subtasks[:limit])} independent parts of the goal"}

@@ -295,10 +295,11 @@ class SimProvider:
                 if self._rng.random() < self.config.stall_drop:
                     raise _Dropped
                 arrived = self._clock.now()  # a stall comes before the latency, not inside it
-            reply = render(
-                conv,
-                decide(conv, refute_pct=self.config.verifier_refute_pct, unsure_pct=self.config.verifier_unsure_pct),
+            decided = decide(
+                conv, refute_pct=self.config.verifier_refute_pct, unsure_pct=self.config.verifier_unsure_pct
             )
+            self._stats.plans += any(name == "submit_plan" for name, _ in decided.calls)
+            reply = render(conv, decided)
             cached = self._cache.lookup_and_store(conv)
             usage = SimUsage(conv.prompt_tokens, reply.completion_tokens, cached)
             delay = self.config.sample_latency(self._rng)

@@ -10,13 +10,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from agent_fleet.config import DEFAULT_SESSION_TOKENS
 from agent_fleet.domain.events import Event, EventType, SessionState
 from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.usage import Usage
 
 __all__ = ["DEFAULT_SESSION_TOKENS", "Budget", "SessionFigures", "budget_of_run", "used_ratio"]
-
-DEFAULT_SESSION_TOKENS = 128_000  # the engine's session token cap when neither the run nor fleet.yaml sets one
 
 
 @dataclass(frozen=True, slots=True)
