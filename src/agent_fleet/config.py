@@ -415,10 +415,28 @@ def parse_config(data: Any, *, source: str = "fleet.yaml") -> FleetConfig:
         raise ConfigError(f"{source}: {_first_error(exc)}") from None
 
 
+_LOADED: dict[tuple[str, int, int, int], FleetConfig] = {}
+
+
 def load_config(path: str | Path | None) -> FleetConfig:
-    """Read and check fleet.yaml; ``None`` gives the defaults. Raises ConfigError (one line)."""
+    """Read and check fleet.yaml; ``None`` gives the defaults. Raises ConfigError (one line).
+
+    A file is parsed once: while its size, inode and modification time stay the same, the same
+    (frozen) config is returned, so the planes of one run all see one reading of it."""
     if path is None:
         return FleetConfig()
     p = Path(path)
+    try:
+        st = p.stat()
+        key: tuple[str, int, int, int] | None = (str(p.resolve()), st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        key = None  # read_yaml_file says what is wrong with it
+    if key is not None and key in _LOADED:
+        return _LOADED[key]
     data = load_yaml(read_yaml_file(p, what="fleet.yaml"), source=str(p))
-    return parse_config(data, source=str(p))
+    config = parse_config(data, source=str(p))
+    if key is not None:
+        if len(_LOADED) >= 64:
+            _LOADED.clear()
+        _LOADED[key] = config
+    return config

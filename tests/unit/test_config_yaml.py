@@ -59,3 +59,15 @@ def test_bad_yaml_and_unsafe_tags_are_one_line() -> None:
 def test_a_missing_fleet_yaml_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^cannot read fleet\.yaml .*nope\.yaml: No such file or directory$"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_a_fleet_yaml_is_parsed_once_until_it_changes(tmp_path: Path) -> None:
+    from agent_fleet.config import load_config
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text("rate_limit: {baseline_concurrency: 7}\n")
+    first = load_config(path)
+    assert load_config(str(path)) is first  # one reading for every plane of a run
+    path.write_text("rate_limit: {baseline_concurrency: 9}\n")  # another size: read again
+    again = load_config(path)
+    assert again is not first and again.rate_limit.baseline_concurrency == 9
