@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from typing import Any
 from agent_fleet.admission.controller import AdmissionController
 from agent_fleet.admission.kueue import load_kueue_yaml, parse_fair_sharing
 from agent_fleet.admission.objects import FairSharing, KueueObjects
+from agent_fleet.admission.scheduler import CycleResult
 from agent_fleet.admission.workload import Workload
 from agent_fleet.clock import VirtualClock
 from agent_fleet.config import load_yaml, read_yaml_file
@@ -44,6 +45,8 @@ from agent_fleet.errors import ConfigError
 __all__ = ["Scenario", "SimulationResult", "load_scenario", "parse_scenario", "simulate"]
 
 _FINISH, _CREATE = 0, 1
+# (time, kind, tiebreak, name, generation): generation invalidates a runtime finish after a preemption.
+_Event = tuple[float, int, tuple[int, str], str, int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,14 +189,51 @@ def _t(value: float) -> float | int:
     return int(value) if float(value).is_integer() else round(value, 9)
 
 
+def _record_cycle(
+    cycle: CycleResult,
+    now: float,
+    result: SimulationResult,
+    generation: dict[str, int],
+    runtimes: Mapping[str, float | None],
+    events: list[_Event],
+    log: Callable[[dict[str, Any]], None],
+) -> None:
+    """One admission cycle's preemptions, admissions (their runtime's finish is scheduled) and
+    inadmissible requeues, in the result and the timeline."""
+    result.cycles += 1
+    for p in cycle.preempted:
+        victim = p.victim.name
+        generation[victim] = generation.get(victim, 0) + 1
+        result.preempted.append({"name": victim, "by": p.by.name, "reason": p.reason, "at": _t(now)})
+        log({"at": _t(now), "event": "preempted", "workload": victim, "by": p.by.name, "reason": p.reason})
+    for adm in cycle.admitted:
+        name = adm.workload.name
+        gen = generation.setdefault(name, 0)
+        log(
+            {
+                "at": _t(now),
+                "event": "admitted",
+                "workload": name,
+                "cluster_queue": adm.cluster_queue,
+                "flavors": dict(sorted(adm.flavors.items())),
+                "borrowing": adm.borrowing,
+            }
+        )
+        runtime = runtimes.get(name)
+        if runtime is not None:
+            heapq.heappush(events, (now + runtime, _FINISH, (1, name), name, gen))
+    for req in cycle.requeued:
+        if req.inadmissible:
+            log({"at": _t(now), "event": "inadmissible", "workload": req.workload.name, "reason": req.reason})
+
+
 def simulate(scenario: Scenario, *, record_timeline: bool = True) -> SimulationResult:
     clock = VirtualClock()
     controller = AdmissionController(scenario.objects, clock, with_metrics=False, fair_sharing=scenario.fair_sharing)
     result = SimulationResult(warnings=scenario.objects.warnings)
     runtimes = {sw.workload.name: sw.runtime for sw in scenario.workloads}
     order = itertools.count()
-    # (time, kind, tiebreak, name, generation): generation invalidates a runtime finish after a preemption.
-    events: list[tuple[float, int, tuple[int, str], str, int]] = []
+    events: list[_Event] = []
     for at, name in scenario.finishes:
         heapq.heappush(events, (at, _FINISH, (0, f"{next(order):012d}"), name, -1))
     for sw in scenario.workloads:
@@ -237,31 +277,7 @@ def simulate(scenario: Scenario, *, record_timeline: bool = True) -> SimulationR
                     }
                 )
         for cycle in controller.settle():
-            result.cycles += 1
-            for p in cycle.preempted:
-                victim = p.victim.name
-                generation[victim] = generation.get(victim, 0) + 1
-                result.preempted.append({"name": victim, "by": p.by.name, "reason": p.reason, "at": _t(now)})
-                log({"at": _t(now), "event": "preempted", "workload": victim, "by": p.by.name, "reason": p.reason})
-            for adm in cycle.admitted:
-                name = adm.workload.name
-                gen = generation.setdefault(name, 0)
-                log(
-                    {
-                        "at": _t(now),
-                        "event": "admitted",
-                        "workload": name,
-                        "cluster_queue": adm.cluster_queue,
-                        "flavors": dict(sorted(adm.flavors.items())),
-                        "borrowing": adm.borrowing,
-                    }
-                )
-                runtime = runtimes.get(name)
-                if runtime is not None:
-                    heapq.heappush(events, (now + runtime, _FINISH, (1, name), name, gen))
-            for req in cycle.requeued:
-                if req.inadmissible:
-                    log({"at": _t(now), "event": "inadmissible", "workload": req.workload.name, "reason": req.reason})
+            _record_cycle(cycle, now, result, generation, runtimes, events, log)
         result.end = now
 
     result.admitted = controller.admitted()

@@ -1,7 +1,8 @@
 """Run commands: ``deploy``, ``resume``, ``status``, ``events``, ``demo``.
 
 The engine, the store and rich are imported inside the commands: building the app (and ``--help``)
-loads none of them.
+loads none of them. How they print a summary, a forecast or an event log is
+:mod:`agent_fleet.cli.run_output`, imported inside the commands too.
 """
 
 from __future__ import annotations
@@ -30,53 +31,6 @@ __all__ = ["register"]
 
 def _announce(run_id: str, engine: Engine) -> None:
     typer.echo(f"agent-fleet: run {run_id} started", err=True)
-
-
-def _finish(report: RunReport, as_json: bool) -> None:
-    _finish_summary(report.summary, as_json)
-
-
-def _finish_summary(summary: dict[str, Any], as_json: bool) -> None:
-    from agent_fleet.options import exit_code_for
-
-    if as_json:
-        print_json(summary)
-    else:
-        _print_summary(summary)
-    code = exit_code_for(str(summary["status"]))
-    if code:
-        raise typer.Exit(code)
-
-
-def _nonzero(errors: dict[str, int]) -> str:
-    """Error kinds that happened, ``none`` when none did (summary.json lists every kind)."""
-    seen = {k: n for k, n in errors.items() if n}
-    return ", ".join(f"{k} {n}" for k, n in seen.items()) or "none"
-
-
-def _print_summary(s: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    table = Table(title=f"run {s['run_id']} — {s['status']}", show_header=False)
-    sessions = s["sessions"]
-    rows = [
-        ("task", s["task"]),
-        ("partitions", str(s["partitions"])),
-        ("sessions", f"{sessions['completed']} completed, {sessions['failed']} failed, {sessions['paused']} paused"),
-        ("results", f"{s['results_raw']} raw → {s['results_unique']} unique (dedup {s['dedup_rate']:.1%})"),
-        ("tokens", f"{s['tokens']['total']:,} ({s['tokens']['input']:,} in, {s['tokens']['output']:,} out)"),
-        ("cost", f"${s['cost_usd']:.4f} at list prices"),
-        ("model calls", f"{s['llm_calls']:,}; errors {_nonzero(s['errors'])}"),
-        ("duration", f"{s['duration_s']:.1f} s"),
-    ]
-    for k, v in rows:
-        table.add_row(k, v)
-    console.print(table)
-    typer.echo(f"report: {Path(s['out_dir']) / 'report.md'}")  # one unwrapped line, for scripts too
-    if s["status"] == "paused":
-        console.print(f"sessions paused on budget: raise it with `agent-fleet budget raise {s['run_id']} --tokens N`")
 
 
 def _at_least_one(flag: str, value: int | None) -> int:
@@ -120,6 +74,7 @@ def deploy_cmd(
 ) -> None:
     """Decompose → dispatch → aggregate, end to end."""
     from agent_fleet.cli.progress import live_progress
+    from agent_fleet.cli.run_output import finish, print_estimate
     from agent_fleet.engine import RunOptions, deploy
 
     engine_box: list[Engine] = []
@@ -159,7 +114,7 @@ def deploy_cmd(
         _deploy_remote(server, options, detach=detach, as_json=as_json)
         return
     if dry_run:
-        _print_estimate(run_async(_estimate(options, store)), as_json)
+        print_estimate(run_async(_estimate(options, store)), as_json)
         return
 
     async def go() -> RunReport:
@@ -167,7 +122,7 @@ def deploy_cmd(
         async with live_progress(engine_box, enabled=True):
             return await deploy(opts, store_url=store, on_start=started)
 
-    _finish(run_async(go()), as_json)
+    finish(run_async(go()), as_json)
 
 
 def raise_usage(message: str) -> None:
@@ -189,6 +144,7 @@ def _remote(fn: Callable[[], Any]) -> Any:
 
 def _deploy_remote(server: str, options: Callable[[], RunOptions], *, detach: bool, as_json: bool) -> None:
     from agent_fleet.cli.remote import Remote, run_body
+    from agent_fleet.cli.run_output import finish_summary
 
     remote = Remote(server)
     started = _remote(lambda: remote.request("POST", "/v1/runs", run_body(options())))
@@ -200,36 +156,13 @@ def _deploy_remote(server: str, options: Callable[[], RunOptions], *, detach: bo
             typer.echo(run_id)
         return
     typer.echo(f"agent-fleet: run {run_id} started on {remote.url}", err=True)
-    _finish_summary(_remote(lambda: remote.wait(run_id)), as_json)
+    finish_summary(_remote(lambda: remote.wait(run_id)), as_json)
 
 
 async def _estimate(options: Callable[[], RunOptions], store: str | None = None) -> dict[str, Any]:
     from agent_fleet.engine import estimate
 
     return await estimate(options(), store_url=store)
-
-
-def _print_estimate(data: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print_json(data)
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    f = data["forecast"]
-    table = Table(title="forecast (nothing was run)", show_header=False)
-    plan = data["plan"]
-    table.add_row("plan", f"{plan['partitions']} sessions over {plan['items']} items (tree depth {plan['depth']})")
-    for note in (plan.get("notes") or [])[:5]:
-        table.add_row("", str(note))
-    table.add_row("model calls", f"{f['llm_calls']['low']:,} – {f['llm_calls']['high']:,}")
-    table.add_row("tokens", f"{f['tokens']['total']['low']:,} – {f['tokens']['total']['high']:,}")
-    table.add_row("cost", f"${f['cost_usd']['low']} – ${f['cost_usd']['high']} at list prices ({f['model']})")
-    table.add_row("wall time", f"{f['wall_s']['low']:.0f} – {f['wall_s']['high']:.0f} s")
-    table.add_row("binding limit", f"{f['binding']}: {f['reason']}")
-    lat = f["assumptions"]
-    table.add_row("latency", f"{lat['latency_s']:.2f} s per call ({lat['latency_source']})")
-    Console().print(table)
 
 
 def estimate_cmd(**kwargs: Any) -> None:
@@ -259,6 +192,8 @@ def resume_cmd(
 ) -> None:
     """Continue an interrupted, crashed or budget-paused run from the session log. A run that has
     ended is left as it is: its summary is printed (--retry-failed runs its failed sessions again)."""
+    from agent_fleet.cli.run_output import finish, finish_summary
+
     if server is not None:
         from agent_fleet.cli.remote import Remote
 
@@ -267,7 +202,7 @@ def resume_cmd(
         remote = Remote(server)
         _remote(lambda: remote.request("POST", f"/v1/runs/{run_id}/resume"))
         typer.echo(f"agent-fleet: run {run_id} resumed on {remote.url}", err=True)
-        _finish_summary(_remote(lambda: remote.wait(run_id)), as_json)
+        finish_summary(_remote(lambda: remote.wait(run_id)), as_json)
         return
     from agent_fleet.cli.progress import live_progress
     from agent_fleet.engine import resume
@@ -285,7 +220,7 @@ def resume_cmd(
     report = run_async(go())
     if not engine_box:
         typer.echo(f"agent-fleet: run {run_id} has already ended ({report.status}); nothing was run", err=True)
-    _finish(report, as_json)
+    finish(report, as_json)
 
 
 async def _run_row(log: SessionLog, rec: SessionRecord) -> dict[str, Any]:
@@ -404,6 +339,7 @@ def events_cmd(
     server: str | None = SERVER_OPTION,
 ) -> None:
     """Read a session's event log."""
+    from agent_fleet.cli.run_output import print_events
     from agent_fleet.session.store import open_store, resolve_store_url
 
     if server is not None:
@@ -415,7 +351,7 @@ def events_cmd(
         run_id = session_id.partition(".")[0]
         query = urlencode({"session": session_id, "after": after, "limit": 10_000})
         path = f"/v1/runs/{quote(run_id, safe='')}/events?{query}"
-        _print_events(session_id, _remote(lambda: remote.request("GET", path))["events"], as_json)
+        print_events(session_id, _remote(lambda: remote.request("GET", path))["events"], as_json)
         return
 
     async def go() -> list[dict[str, Any]]:
@@ -424,17 +360,7 @@ def events_cmd(
                 raise SessionNotFound(f"no session {session_id!r} in this store")
             return [e.to_dict() for e in await log.get_events(session_id, after=after)]
 
-    _print_events(session_id, run_async(go()), as_json)
-
-
-def _print_events(session_id: str, events: list[dict[str, Any]], as_json: bool) -> None:
-    if as_json:
-        print_json({"session_id": session_id, "events": events})
-        return
-    for e in events:
-        stamp = time.strftime("%H:%M:%S", time.localtime(e["time"]))
-        data = str(e["data"])
-        sys.stdout.write(f"{e['seq']:>6}  {stamp}  {e['type']:<18} {data[:100]}\n")
+    print_events(session_id, run_async(go()), as_json)
 
 
 def metrics_cmd(
@@ -469,6 +395,7 @@ def demo_cmd(
 ) -> None:
     """Offline end-to-end run on the bundled sample codebase against the simulated provider."""
     from agent_fleet.cli.progress import live_progress
+    from agent_fleet.cli.run_output import print_summary
     from agent_fleet.engine import RunOptions, deploy, exit_code_for
     from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, SimProvider
 
@@ -497,7 +424,7 @@ def demo_cmd(
     if as_json:
         print_json(report.summary)
     else:
-        _print_summary(report.summary)
+        print_summary(report.summary)
     raise typer.Exit(exit_code_for(report.status))
 
 

@@ -32,18 +32,33 @@ harness), or CLI agents (:mod:`agent_fleet.dispatch.cli_session`); an
 injection). Workers here are slots of this process, so :meth:`Dispatcher.check`
 heartbeats them itself; workers elsewhere (Ray actors) would send their own heartbeats and progress
 to the same pool, and their body would wake the session on the actor.
+
+The options, the counts, the :class:`Attempt` a body is given and the dispatcher's per-session
+bookkeeping are :mod:`agent_fleet.dispatch.attempt`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
-from agent_fleet.brain.port import BrainFactory, Limits
-from agent_fleet.capacity import CapacityFull, Permit
+from agent_fleet.brain.port import BrainFactory
+from agent_fleet.capacity import CapacityFull
 from agent_fleet.clock import Clock, RealClock, timeout
+from agent_fleet.dispatch.attempt import (
+    BACKOFF,
+    PREEMPTED,
+    Attempt,
+    AttemptFailed,
+    DispatchOptions,
+    DispatchStats,
+    End,
+    Live,
+    Preempted,
+    SessionBody,
+    Tally,
+)
 from agent_fleet.dispatch.autoscale import Autoscaler
 from agent_fleet.dispatch.health import HealthConfig
 from agent_fleet.dispatch.pool import Reassignment, WorkerPool, WorkerSpec
@@ -55,7 +70,7 @@ from agent_fleet.domain.attempts import SESSION_FAULTS, WORKER_FAULTS, AttemptKi
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.outcomes import Outcome, SessionOutcome
 from agent_fleet.domain.plan import Partition
-from agent_fleet.errors import FleetError, ProviderError, StoreError, UnreachableError, UsageError
+from agent_fleet.errors import ProviderError, StoreError, UnreachableError, UsageError
 from agent_fleet.hands.port import Hands
 from agent_fleet.session.port import SessionLog
 from agent_fleet.spend.port import ModelGateway
@@ -71,99 +86,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_BACKOFF = frozenset({AttemptKind.PROVIDER, AttemptKind.AGENT})  # wait outside the slot before the next attempt
-
-
-class AttemptFailed(FleetError):
-    """A session body reports a failure that is the session's own, not its worker's
-    (e.g. a CLI agent exited non-zero). ``kind`` names it in the ``attempt_failed`` event."""
-
-    def __init__(self, message: str, *, kind: str = AttemptKind.AGENT) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DispatchOptions:
-    session_timeout: float | None = None  # seconds per attempt; None = no limit
-    max_attempts: int = 3  # attempts failed on the session's account (timeout, provider, agent)
-    max_reassignments: int = 10  # attempts lost to worker faults (crash, hang)
-    retry_backoff: float = 1.0  # seconds × failures so far, before a provider/agent retry
-    check_interval: float = 1.0  # seconds between health rounds (heartbeats, hung, at-risk)
-    # sessions of the built-in harness starting at once, from waking to their first model call (starts.py)
-    start_ahead: int = 64
-    limits: Limits = field(default_factory=Limits)
-
-
-@dataclass(slots=True)
-class DispatchStats:
-    total: int = 0
-    queued: int = 0  # waiting for admission or between attempts
-    active: int = 0  # admitted (running, or waiting for a worker)
-    completed: int = 0
-    failed: int = 0
-    paused: int = 0
-    preempted: int = 0
-    attempts_failed: int = 0
-    reassigned: int = 0  # attempts moved to a backup worker
-    waiting_for_worker: int = 0  # admitted sessions queued because no worker is free
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """One attempt of one session on one worker. ``log`` and ``gateway`` are the attempt's own
-    views of the ports: use them (not the engine's) so progress and cancellation work."""
-
-    session_id: str
-    partition: Partition
-    number: int
-    lease: Lease
-    log: SessionLog
-    gateway: ModelGateway
-    progress: Progress
-
-
-SessionBody = Callable[[Attempt], Awaitable[SessionOutcome]]
-"""Runs a session's attempt to its outcome: the built-in harness, or a CLI agent."""
-
-
-@dataclass(slots=True)
-class _Live:
-    """A session while it holds its admission slot."""
-
-    slot: Permit  # the admission slot it holds
-    lease: Lease | None = None  # current lease (None: waiting for a worker)
-    task: asyncio.Task[SessionOutcome] | None = None  # the running attempt
-    progress: Progress | None = None
-    waiter: asyncio.Task[Lease] | None = None  # waiting for a worker, in a task preemption can cancel
-    moved: Reassignment | None = None  # the health check took this attempt's lease
-    preempt_reason: str | None = None
-    preempted_by: str | None = None
-    failed_on: set[str] = field(default_factory=set)  # workers this session crashed or timed out on
-
-
-@dataclass(slots=True)
-class _Tally:
-    number: int = 0  # attempts started
-    failures: int = 0  # on the session's account
-    faults: int = 0  # on workers' accounts
-
-
-@dataclass(frozen=True, slots=True)
-class _End:
-    outcome: SessionOutcome | None = None
-    kind: str | None = None  # why the attempt ended without an outcome
-    error: str = ""
-    worker: str = ""
-    outage: bool = False  # the provider was down for everyone: not the session's fault
-
-
-class _Preempted(FleetError):
-    """Admission took the slot back while the session waited for a worker."""
-
-
-_PREEMPTED = _End(kind=AttemptKind.PREEMPTED)
 
 
 class Dispatcher:
@@ -200,7 +122,7 @@ class Dispatcher:
         # CLI agents call the gateway service, not this gateway: their first call is not seen here
         self._starts = StartGate(self._opts.start_ahead) if body is None else None
         self._interpose = interpose
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, Live] = {}
         self._restored: set[str] = set()
         self._tick = 0
         self._last_check: float | None = None
@@ -246,7 +168,7 @@ class Dispatcher:
         moves = self.pool.check()
         for move in moves:
             live = self._live.get(move.session_id)
-            if live is None:  # cannot happen while leases live only inside _Live; stay safe
+            if live is None:  # cannot happen while leases live only inside Live; stay safe
                 if move.lease is not None:
                     self.pool.release(move.lease)
                 continue
@@ -297,12 +219,12 @@ class Dispatcher:
         return change
 
     async def _drive(self, sid: str, partition: Partition, outcomes: dict[str, SessionOutcome]) -> None:
-        tally = _Tally()
+        tally = Tally()
         while True:
             slot = await self._slots.acquire(sid)
             self.stats.queued -= 1
             self.stats.active += 1
-            live = self._live[sid] = _Live(slot)
+            live = self._live[sid] = Live(slot)
             try:
                 end = await self._admitted(sid, partition, live, tally)
             finally:
@@ -316,10 +238,10 @@ class Dispatcher:
                 outcomes[sid] = end.outcome
                 return
             self.stats.queued += 1
-            if end.kind in _BACKOFF:
+            if end.kind in BACKOFF:
                 await self._clock.sleep(self._opts.retry_backoff * tally.failures)
 
-    async def _admitted(self, sid: str, partition: Partition, live: _Live, tally: _Tally) -> _End:
+    async def _admitted(self, sid: str, partition: Partition, live: Live, tally: Tally) -> End:
         """Attempts while the session holds its slot: reassignments keep the slot."""
         while True:
             if live.preempt_reason is not None:
@@ -327,7 +249,7 @@ class Dispatcher:
             if live.lease is None:
                 try:
                     live.lease = await self._take_lease(sid, live)
-                except _Preempted:
+                except Preempted:
                     return await self._preempted(sid, live)
             leave = await self._enter_start(sid)
             if live.preempt_reason is not None:
@@ -357,16 +279,16 @@ class Dispatcher:
             if give_up:
                 attempts = tally.number
                 await self._log.emit_event(sid, EventType.SESSION_FAILED, {"error": end.error, "attempts": attempts})
-                return _End(outcome=SessionOutcome(sid, Outcome.FAILED, end.error))
-            if kind in _BACKOFF:
+                return End(outcome=SessionOutcome(sid, Outcome.FAILED, end.error))
+            if kind in BACKOFF:
                 return end
             self.stats.reassigned += 1
 
-    async def _preempted(self, sid: str, live: _Live) -> _End:
+    async def _preempted(self, sid: str, live: Live) -> End:
         self.stats.preempted += 1
         data = {"reason": live.preempt_reason or "", "by": live.preempted_by}
         await self._log.emit_event(sid, EventType.SESSION_PREEMPTED, data)
-        return _PREEMPTED
+        return PREEMPTED
 
     async def _enter_start(self, sid: str) -> Callable[[], None]:
         """A place in the start gate; returns the idempotent ``leave`` that gives it back."""
@@ -381,7 +303,7 @@ class Dispatcher:
 
         return leave
 
-    async def _take_lease(self, sid: str, live: _Live) -> Lease:
+    async def _take_lease(self, sid: str, live: Live) -> Lease:
         """A worker for the session, waiting in FIFO order while none is free."""
         try:
             return self.pool.acquire_nowait(sid)
@@ -396,15 +318,15 @@ class Dispatcher:
                 self.pool.release(waiter.result())  # granted in the same instant: give it back
             me = asyncio.current_task()
             if live.preempt_reason is not None and not (me is not None and me.cancelling()):
-                raise _Preempted from None
+                raise Preempted from None
             raise
         finally:
             live.waiter = None
             self.stats.waiting_for_worker -= 1
 
     async def _attempt(
-        self, sid: str, partition: Partition, number: int, live: _Live, first_call: Callable[[], None]
-    ) -> _End:
+        self, sid: str, partition: Partition, number: int, live: Live, first_call: Callable[[], None]
+    ) -> End:
         lease = live.lease
         assert lease is not None
         progress = Progress()
@@ -461,10 +383,10 @@ class Dispatcher:
         took = self._clock.now() - started
         self._settle_lease(live, lease, kind, took)
         if outcome is not None:
-            return _End(outcome=outcome)
-        return _End(kind=kind, error=error, worker=lease.worker_id, outage=outage)
+            return End(outcome=outcome)
+        return End(kind=kind, error=error, worker=lease.worker_id, outage=outage)
 
-    def _settle_lease(self, live: _Live, lease: Lease, kind: str | None, took: float) -> None:
+    def _settle_lease(self, live: Live, lease: Lease, kind: str | None, took: float) -> None:
         """Report the attempt to the pool; afterwards ``live.lease`` is the backup, if any."""
         if live.moved is not None:
             pass  # the health check already charged the worker and moved the lease

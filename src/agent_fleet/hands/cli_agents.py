@@ -271,12 +271,7 @@ async def run_cli_agent(
         home = box.workdir
         partition_file = str(home / PARTITION_FILE)
         analytics_log = str(home / ANALYTICS_FILE)
-        await _write_file(box, Path(partition_file), _partition_lines(partition))
-        for rel, text in setup_files(spec.format, openai_base_url=gateway.openai_base_url).items():
-            await _write_file(box, home / rel, text)
-        if resume is not None:
-            for rel, text in resume.relocated(home).items():
-                await _write_file(box, home / rel, text)
+        await _seed_box(box, home, partition_file, spec=spec, partition=partition, gateway=gateway, resume=resume)
         env = agent_env(
             task=task,
             partition_file=partition_file,
@@ -324,6 +319,25 @@ async def run_cli_agent(
         stopped=stopped,
         auth_failed=authentication_failed(report.error),
     )
+
+
+async def _seed_box(
+    box: Sandbox,
+    home: Path,
+    partition_file: str,
+    *,
+    spec: CliAgentSpec,
+    partition: Partition,
+    gateway: GatewayAccess,
+    resume: CliState | None,
+) -> None:
+    """Write the partition, the tool's setup files and, resuming, its earlier conversation into the box."""
+    await _write_file(box, Path(partition_file), _partition_lines(partition))
+    for rel, text in setup_files(spec.format, openai_base_url=gateway.openai_base_url).items():
+        await _write_file(box, home / rel, text)
+    if resume is not None:
+        for rel, text in resume.relocated(home).items():
+            await _write_file(box, home / rel, text)
 
 
 def _session_in(fmt: str, files: dict[str, str]) -> str | None:

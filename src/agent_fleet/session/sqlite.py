@@ -26,6 +26,9 @@ raise`` while a run is live): the writer keeps each session's last ``seq`` in a 
 checks ``PRAGMA data_version`` inside every write transaction and drops the cache when another
 connection has committed since, so ``seq`` stays unique and gap-free. ``busy_timeout`` lets
 the two writers take turns.
+
+Opening the file (the connection pragmas, the schema, the refusal of a file holding other
+applications' tables) is :mod:`agent_fleet.session._sqlite_connect`.
 """
 
 from __future__ import annotations
@@ -44,21 +47,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent_fleet.domain.events import Event, SessionRecord
-from agent_fleet.errors import ConfigError, StoreError, StoreUnreachable
+from agent_fleet.errors import StoreError, StoreUnreachable
 from agent_fleet.session._codec import (
     AppendRequest,
     SnapshotRequest,
     assign,
     decode_data,
     fenced_runs,
-    foreign_tables_message,
     plan_batch,
     resolve_futures,
     split_fenced,
 )
 from agent_fleet.session._retry import DEFAULT_DEADLINE_S, RetryPolicy
-from agent_fleet.session._sqlite_lease import LEASE_SCHEMA, lease_epochs, read_lease, swap_lease
-from agent_fleet.session._sqlite_rows import SCHEMA as _SCHEMA
+from agent_fleet.session._sqlite_connect import SCHEMA_VERSION as SCHEMA_VERSION
+from agent_fleet.session._sqlite_connect import SYNC_MODES, check_foreign_tables, connect, create_schema
+from agent_fleet.session._sqlite_lease import lease_epochs, read_lease, swap_lease
 from agent_fleet.session._sqlite_rows import SESSION_COLUMNS as _SESSION_COLUMNS
 from agent_fleet.session._sqlite_rows import SESSIONS as _SESSIONS
 from agent_fleet.session._sqlite_rows import as_store_error as _as_store_error
@@ -76,8 +79,6 @@ __all__ = ["SqliteSessionLog"]
 
 _T = TypeVar("_T")
 _Outcome = tuple[asyncio.Future[list[Event]], list[Event] | BaseException]
-
-SCHEMA_VERSION = 1
 
 _INSERT_EVENT = "INSERT INTO fleet_events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)"
 _INSERT_SESSION = (
@@ -97,10 +98,6 @@ _SELECT_EVENTS = (
     "SELECT session_id, seq, type, time, data FROM fleet_events WHERE session_id = ? AND seq > ? ORDER BY seq"
 )
 
-# Measured with 1,000 sessions appending at once: 32 KiB pages write ~2x faster than 4 KiB ones
-# (fewer WAL frames and B-tree pages per batch, and the ~1,000-page automatic checkpoint comes
-# 8x less often), while waking a session stays well under a millisecond.
-_PAGE_SIZE = 32768
 _LOOKUP_CHUNK = 500  # bound on host parameters per IN (...) lookup
 _SEQ_CACHE_LIMIT = 200_000  # sessions whose last seq the writer remembers
 
@@ -110,13 +107,6 @@ class _Lifecycle(enum.Enum):
     OPEN = "open"
     CLOSING = "closing"
     CLOSED = "closed"
-
-
-_SYNC_MODES = {"normal": "NORMAL", "full": "FULL"}
-_FOREIGN_TABLES = (
-    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
-    "AND name NOT LIKE 'fleet\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
-)
 
 
 class SqliteSessionLog(QueuedWrites):
@@ -133,8 +123,8 @@ class SqliteSessionLog(QueuedWrites):
         foreign_tables: bool = False,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        if sync not in _SYNC_MODES:
-            raise StoreError(f"unknown SQLite sync mode {sync!r} (expected one of: {', '.join(_SYNC_MODES)})")
+        if sync not in SYNC_MODES:
+            raise StoreError(f"unknown SQLite sync mode {sync!r} (expected one of: {', '.join(SYNC_MODES)})")
         self.path = Path(path)
         self.sync = sync
         self._busy_timeout_s = busy_timeout_s
@@ -226,9 +216,10 @@ class SqliteSessionLog(QueuedWrites):
     def _writer_main(self, ready: concurrent.futures.Future[None]) -> None:
         try:
             try:
-                self._check_foreign_tables()
+                if not self._foreign_tables:
+                    check_foreign_tables(self.path, self._busy_timeout_s)
                 self._conn = self._connect(False)
-                self._create_schema(self._conn)
+                create_schema(self._conn, self.path)
             except BaseException as exc:
                 ready.set_exception(exc)
                 return
@@ -380,70 +371,10 @@ class SqliteSessionLog(QueuedWrites):
 
         return await asyncio.to_thread(work)
 
-    # -- connections ---------------------------------------------------------------------------
-
-    def _check_foreign_tables(self) -> None:
-        """Refuse (before anything is written, WAL mode included) a file holding other tables."""
-        if self._foreign_tables or not self.path.exists():
-            return
-        try:
-            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=self._busy_timeout_s)
-            try:
-                names = [row[0] for row in conn.execute(_FOREIGN_TABLES)]
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
-            raise StoreUnreachable(f"cannot open session store {self.path}: {exc}") from None
-        if names:
-            raise ConfigError(foreign_tables_message(str(self.path), names))
+    # -- connections (_sqlite_connect.py) -----------------------------------------------------
 
     def _connect(self, reader: bool) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=self._busy_timeout_s,
-                isolation_level=None,
-                check_same_thread=not reader,
-            )
-        except sqlite3.Error as exc:
-            raise StoreUnreachable(f"cannot open session store {self.path}: {exc}") from None
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-            if reader:
-                conn.execute("PRAGMA query_only = 1")
-            else:
-                # Takes effect only on a new, empty file (before WAL mode is set); see _PAGE_SIZE.
-                conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute(f"PRAGMA synchronous = {_SYNC_MODES[self.sync]}")
-            conn.execute("PRAGMA cache_size = -32000")
-        except sqlite3.Error as exc:
-            conn.close()
-            raise StoreUnreachable(f"cannot open session store {self.path}: {exc}") from None
-        return conn
-
-    def _create_schema(self, conn: sqlite3.Connection) -> None:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in (_SCHEMA + ";" + LEASE_SCHEMA).split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                row = conn.execute("SELECT value FROM fleet_meta WHERE key = 'schema_version'").fetchone()
-                if row is None:
-                    conn.execute("INSERT INTO fleet_meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-                elif int(row[0]) > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"session store {self.path} has schema version {row[0]}; this version reads {SCHEMA_VERSION}"
-                    )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            conn.close()
-            raise StoreUnreachable(f"cannot open session store {self.path}: {exc}") from None
+        return connect(self.path, reader=reader, busy_timeout_s=self._busy_timeout_s, sync=self.sync)
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -65,42 +65,9 @@ def build_gateway(
     timeout = timeout or cfg.provider.timeout_s
     baseline = concurrency or rl.baseline_concurrency
     max_conn = max(64, baseline * 2)
-    endpoints: dict[tuple[str, str, str, bool | None], ModelProvider] = {}
-    routes: dict[str, ModelProvider] = {}
-    aliases: dict[str, str] = {}
-    default: ModelProvider | None = None
-    for m in cfg.models:
-        kind = provider_kind(m.provider, model=m.model)
-        if m.base_url:
-            url: str | None = m.base_url
-        elif m.provider.startswith(("http://", "https://")):
-            url = m.provider
-        else:
-            url = resolve_base_url(base_url, env)
-        key_env = m.api_key_env or ""
-        ident = (kind, url or "", key_env, m.responses_api)
-        p = endpoints.get(ident)
-        if p is None:
-            key = env.get(key_env) if key_env else None
-            if key_env and not key:
-                raise ConfigError(f"model {m.name!r}: ${key_env} is not set")
-            key = key or api_key or resolve_api_key(kind, env, base_url=url)
-            p = build_provider(
-                kind,
-                api_key=key,
-                model=m.model,
-                base_url=url,
-                timeout=timeout,
-                max_connections=max_conn,
-                name=f"{kind}@{url or 'default'}" + ("+responses" if m.responses_api else ""),
-                env=env,
-                responses_api=m.responses_api,
-            )
-            endpoints[ident] = p
-        routes[m.name] = routes[m.model] = p
-        aliases[m.name] = m.model
-        if default is None or model in (m.name, m.model):
-            default = p
+    routes, aliases, default = _config_providers(
+        cfg, model=model, api_key=api_key, base_url=base_url, env=env, timeout=timeout, max_conn=max_conn
+    )
     if default is None:
         default = build_provider(
             provider,
@@ -146,3 +113,54 @@ def build_gateway(
     for name, usd in b.model_usd.items():
         gw.set_model_budget(aliases.get(name, name), usd=usd)
     return gw
+
+
+def _config_providers(
+    cfg: FleetConfig,
+    *,
+    model: str | None,
+    api_key: str | None,
+    base_url: str | None,
+    env: Mapping[str, str],
+    timeout: float,
+    max_conn: int,
+) -> tuple[dict[str, ModelProvider], dict[str, str], ModelProvider | None]:
+    """fleet.yaml's models on one provider per endpoint: the routes (by name and by model id), the
+    aliases (name → model id), and the default (the model asked for, else the first; None without models)."""
+    endpoints: dict[tuple[str, str, str, bool | None], ModelProvider] = {}
+    routes: dict[str, ModelProvider] = {}
+    aliases: dict[str, str] = {}
+    default: ModelProvider | None = None
+    for m in cfg.models:
+        kind = provider_kind(m.provider, model=m.model)
+        if m.base_url:
+            url: str | None = m.base_url
+        elif m.provider.startswith(("http://", "https://")):
+            url = m.provider
+        else:
+            url = resolve_base_url(base_url, env)
+        key_env = m.api_key_env or ""
+        ident = (kind, url or "", key_env, m.responses_api)
+        p = endpoints.get(ident)
+        if p is None:
+            key = env.get(key_env) if key_env else None
+            if key_env and not key:
+                raise ConfigError(f"model {m.name!r}: ${key_env} is not set")
+            key = key or api_key or resolve_api_key(kind, env, base_url=url)
+            p = build_provider(
+                kind,
+                api_key=key,
+                model=m.model,
+                base_url=url,
+                timeout=timeout,
+                max_connections=max_conn,
+                name=f"{kind}@{url or 'default'}" + ("+responses" if m.responses_api else ""),
+                env=env,
+                responses_api=m.responses_api,
+            )
+            endpoints[ident] = p
+        routes[m.name] = routes[m.model] = p
+        aliases[m.name] = m.model
+        if default is None or model in (m.name, m.model):
+            default = p
+    return routes, aliases, default

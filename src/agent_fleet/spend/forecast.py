@@ -27,7 +27,7 @@ from typing import Any
 
 from agent_fleet.domain.plan import Plan
 from agent_fleet.domain.usage import Usage
-from agent_fleet.spend.prices import PriceTable
+from agent_fleet.spend.prices import PriceTable, Rates
 
 __all__ = ["DEFAULT_LATENCY_S", "Forecast", "Line", "Prior", "SessionSample", "beside_actuals", "fit_prior", "forecast"]
 
@@ -212,56 +212,25 @@ def forecast(
     lat = DEFAULT_LATENCY_S if latency is None else latency
     rates = prices.rates(model)
     n = len(plan.partitions)
-    lows: list[Session] = []
-    highs: list[Session] = []
-    expected: list[Session] = []
-    capped = 0
-    for p in plan.partitions:
-        if prior is not None:
-            lo, mid, hi, over = _learned_session(prior, p.est_tokens, budget_tokens)
-            capped += over
-            lows.append(lo)
-            expected.append(mid)
-            highs.append(hi)
-            continue
-        lows.append(_session(p.est_tokens, turns_low, base_prompt_tokens, output_per_turn, budget_tokens))
-        hi = _session(p.est_tokens, turns_high, base_prompt_tokens, output_per_turn, budget_tokens)
-        if hi[2] < turns_high:
-            capped += 1
-        highs.append(hi)
-        expected.append(((lows[-1][0] + hi[0]) // 2, (lows[-1][1] + hi[1]) // 2, (lows[-1][2] + hi[2]) / 2))
+    lows, expected, highs, capped = _sessions(
+        plan, prior, budget_tokens, turns_low, turns_high, base_prompt_tokens, output_per_turn
+    )
 
     sequential = (max((s[2] for s in lows), default=0.0), max((s[2] for s in highs), default=0.0))
     if prior is not None and prior.run_overhead != (0.0, 0.0, 0.0):  # verification, embeddings
         extra = (round(prior.run_overhead[1]), round(prior.run_overhead[2]), prior.run_overhead[0])
         lows, expected, highs = [*lows, extra], [*expected, extra], [*highs, extra]
 
-    def cost_of(sessions: list[Session]) -> Decimal:
-        total = Decimal(0)
-        for inp, out, _ in sessions:
-            c = rates.cost(Usage(inp, out))
-            total += min(c, budget_usd) if budget_usd is not None else c
-        return total
-
-    cost = (cost_of(lows), cost_of(highs))
+    cost = (_cost_of(lows, rates, budget_usd), _cost_of(highs, rates, budget_usd))
     calls = (round(sum(s[2] for s in lows)), round(sum(s[2] for s in highs)))
     inp = (sum(s[0] for s in lows), sum(s[0] for s in highs))
     out = (sum(s[1] for s in lows), sum(s[1] for s in highs))
 
-    streams = {"api_concurrency": concurrency, "sessions": max(1, n)}
-    if admission_slots is not None:
-        streams["admission"] = admission_slots
-    binding = min(streams, key=lambda k: (streams[k], k != "api_concurrency"))
-    parallel = max(1, streams[binding])
     # A session's calls are sequential: the wall time is at least its own turns × latency.
     longest = (turns_low, turns_high) if prior is None else sequential
-    wall = [max(c * lat / parallel, t * lat) for c, t in zip(calls, longest, strict=True)]
-    reason = f"{parallel} parallel calls ({binding.replace('_', ' ')}) at {lat:g} s per call"
-    if tokens_per_minute:
-        tpm_wall = [(i + o) / tokens_per_minute * 60 for i, o in zip(inp, out, strict=True)]
-        if tpm_wall[1] > wall[1]:
-            binding, reason = "tokens_per_minute", f"{tokens_per_minute:,.0f} tokens/min"
-        wall = [max(w, t) for w, t in zip(wall, tpm_wall, strict=True)]
+    wall, binding, reason = _wall_time(
+        calls, inp, out, longest, lat, concurrency, n, admission_slots, tokens_per_minute
+    )
     if fleet_budget_usd is not None and cost[1] > fleet_budget_usd:
         binding = "budget"
         reason = f"the fleet budget ${fleet_budget_usd} is below the high estimate ${cost[1]:.2f}: the run may pause"
@@ -293,6 +262,72 @@ def forecast(
         expected_tokens=sum(e[0] + e[1] for e in expected),
         prior=prior.describe() if prior is not None else _default_prior(turns_low, turns_high),
     )
+
+
+def _sessions(
+    plan: Plan,
+    prior: Prior | None,
+    budget_tokens: int | None,
+    turns_low: int,
+    turns_high: int,
+    base_prompt_tokens: int,
+    output_per_turn: int,
+) -> tuple[list[Session], list[Session], list[Session], int]:
+    """Each partition's session at its low, expected and high estimate, and how many reach the budget."""
+    lows: list[Session] = []
+    highs: list[Session] = []
+    expected: list[Session] = []
+    capped = 0
+    for p in plan.partitions:
+        if prior is not None:
+            lo, mid, hi, over = _learned_session(prior, p.est_tokens, budget_tokens)
+            capped += over
+            lows.append(lo)
+            expected.append(mid)
+            highs.append(hi)
+            continue
+        lows.append(_session(p.est_tokens, turns_low, base_prompt_tokens, output_per_turn, budget_tokens))
+        hi = _session(p.est_tokens, turns_high, base_prompt_tokens, output_per_turn, budget_tokens)
+        if hi[2] < turns_high:
+            capped += 1
+        highs.append(hi)
+        expected.append(((lows[-1][0] + hi[0]) // 2, (lows[-1][1] + hi[1]) // 2, (lows[-1][2] + hi[2]) / 2))
+    return lows, expected, highs, capped
+
+
+def _cost_of(sessions: list[Session], rates: Rates, budget_usd: Decimal | None) -> Decimal:
+    total = Decimal(0)
+    for inp, out, _ in sessions:
+        c = rates.cost(Usage(inp, out))
+        total += min(c, budget_usd) if budget_usd is not None else c
+    return total
+
+
+def _wall_time(
+    calls: tuple[int, int],
+    inp: tuple[int, int],
+    out: tuple[int, int],
+    longest: tuple[float, float],
+    lat: float,
+    concurrency: int,
+    sessions: int,
+    admission_slots: int | None,
+    tokens_per_minute: float | None,
+) -> tuple[list[float], str, str]:
+    """The low and high wall time, the limit that binds it, and why."""
+    streams = {"api_concurrency": concurrency, "sessions": max(1, sessions)}
+    if admission_slots is not None:
+        streams["admission"] = admission_slots
+    binding = min(streams, key=lambda k: (streams[k], k != "api_concurrency"))
+    parallel = max(1, streams[binding])
+    wall = [max(c * lat / parallel, t * lat) for c, t in zip(calls, longest, strict=True)]
+    reason = f"{parallel} parallel calls ({binding.replace('_', ' ')}) at {lat:g} s per call"
+    if tokens_per_minute:
+        tpm_wall = [(i + o) / tokens_per_minute * 60 for i, o in zip(inp, out, strict=True)]
+        if tpm_wall[1] > wall[1]:
+            binding, reason = "tokens_per_minute", f"{tokens_per_minute:,.0f} tokens/min"
+        wall = [max(w, t) for w, t in zip(wall, tpm_wall, strict=True)]
+    return wall, binding, reason
 
 
 def _default_prior(turns_low: int, turns_high: int) -> dict[str, Any]:
