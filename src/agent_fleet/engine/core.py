@@ -38,6 +38,7 @@ from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.engine.embeddings import MeteredEmbeddings
+from agent_fleet.engine.planning import plan_event_data
 from agent_fleet.engine.preflight import admission_objects
 from agent_fleet.engine.records import create_sessions, load_run, owner
 from agent_fleet.engine.report import final_snapshot, live_snapshot, run_status, run_summary, timeline
@@ -213,7 +214,7 @@ class Engine:
             "owner": owner(),
         }
         await self.log.emit_events(
-            run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, _plan_event(plan, planner))]
+            run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, plan_event_data(plan, planner))]
         )
         await create_sessions(self.log, self.gateway.router, run_id, plan, options)
         self._just_created.add(run_id)
@@ -480,13 +481,6 @@ _SHAPE_WATCH_TYPES = (
     EventType.SESSION_COMPLETED,
     EventType.SESSION_FAILED,
 )
-
-
-def _plan_event(plan: Plan, planner: dict[str, Any] | None) -> dict[str, Any]:
-    data: dict[str, Any] = {"plan": plan.to_dict()}
-    if planner is not None:
-        data["planner"] = planner
-    return data
 
 
 def _limits(options: RunOptions) -> Limits:

@@ -18,7 +18,7 @@ from agent_fleet.domain.plan import Plan
 from agent_fleet.options import RunOptions, session_tokens
 from agent_fleet.spend.port import ModelGateway
 
-__all__ = ["PLANNER_MAX_TOKENS", "plan_goal", "planner_session"]
+__all__ = ["PLANNER_MAX_TOKENS", "plan_event_data", "plan_goal", "planner_session"]
 
 PLANNER_MAX_TOKENS = 2048
 
@@ -50,3 +50,11 @@ async def plan_goal(gateway: ModelGateway, run_id: str, options: RunOptions) -> 
         "why": planned.why,
     }
     return plan, record
+
+
+def plan_event_data(plan: Plan, planner: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``plan`` event: the plan, and the call that made it when a planner did."""
+    data: dict[str, Any] = {"plan": plan.to_dict()}
+    if planner is not None:
+        data["planner"] = planner
+    return data
