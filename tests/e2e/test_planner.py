@@ -65,12 +65,17 @@ async def test_sub_tasks_are_bounded_by_agents_and_a_question_is_not_planned(cli
     code, summary = cli.json("deploy", "--task", GOAL, "--agents", "3", "--embedder", "lexical")
     assert code == 0 and summary["partitions"] == 3, summary
     assert summary["planner"]["subtasks"] == PARTS[:3]  # asked for at most --agents sub-tasks
+    code, dry = cli.json("deploy", "--task", GOAL, "--agents", "6", "--dry-run")
+    assert code == 0 and [sc["items"] for sc in dry["plan"]["scopes"]] == [[part] for part in PARTS]
+    assert any("deploy plans again" in n for n in dry["plan"]["notes"]), dry["plan"]["notes"]
     code, asked = cli.json("deploy", "--task", "What is the capital of France?", "--agents", "6", "--dry-run")
     assert code == 0 and asked["plan"]["partitions"] == 1
     assert any("one session works on the task" in n for n in asked["plan"]["notes"]), asked["plan"]["notes"]
     code, one = cli.json("deploy", "--task", "What is the capital of France?", "--agents", "6")
     assert code == 0 and one["partitions"] == 1 and "planner" not in one
-    assert _stats(cli)["plans"] - before["plans"] == 1  # the goal's plan only
+    assert _stats(cli)["plans"] - before["plans"] == 2  # the goal's, and the dry run's
+    _, runs = cli.json("status")
+    assert len(runs["runs"]) == 2  # the dry run recorded nothing
 
 
 async def test_kill_9_right_after_planning_resumes_without_a_second_planning_call(cli: Cli, tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ async def open_engine(
         raise
     lease.start()
     try:
-        gateway = await _gateway(options, run_id=run_id, api_key=api_key, env=env, clock=clock, check=check)
+        gateway = await run_gateway(options, run_id=run_id, api_key=api_key, env=env, clock=clock, check=check)
     except BaseException:
         await lease.release()
         await log.close()
@@ -94,7 +94,7 @@ async def open_engine(
             telemetry.close()
 
 
-async def _gateway(
+async def run_gateway(
     options: RunOptions,
     *,
     run_id: str,

@@ -17,13 +17,14 @@ from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.domain.events import EventType, SessionState
 from agent_fleet.domain.ids import new_run_id
 from agent_fleet.domain.plan import Plan
-from agent_fleet.engine.compose import open_engine
+from agent_fleet.engine.compose import open_engine, run_gateway
 from agent_fleet.engine.core import Engine
 from agent_fleet.engine.forecasting import forecast_for, learned_prior, observed_latency
 from agent_fleet.engine.planning import plan_goal
 from agent_fleet.engine.preflight import check_embedder, check_run_options
 from agent_fleet.engine.records import load_run, owner
 from agent_fleet.engine.report import ended_report
+from agent_fleet.errors import FleetError
 from agent_fleet.options import RunOptions, RunReport, session_tokens, with_config
 from agent_fleet.session.store import open_store, resolve_store_url
 
@@ -41,8 +42,7 @@ async def estimate(options: RunOptions, *, store_url: str | None = None) -> dict
     config = await asyncio.to_thread(load_config, options.config_path)
     plan = await asyncio.to_thread(plan_run, options)
     if needs_planner(options.task, options.input_path, options.agents):
-        note = "the task is a goal with no input: deploy plans it into sub-tasks with one model call first"
-        plan = replace(plan, notes=(*plan.notes, note))
+        plan = await _planned_for_estimate(options, plan)
     latency = prior = None
     url = resolve_store_url(store_url)
     if not url.startswith("sqlite:///") or await asyncio.to_thread(os.path.exists, url.removeprefix("sqlite:///")):
@@ -54,6 +54,7 @@ async def estimate(options: RunOptions, *, store_url: str | None = None) -> dict
         "input": options.input_path,
         "plan": {
             "partitions": len(plan.partitions),
+            "scopes": [{"id": p.id, "items": list(p.items)} for p in plan.partitions],
             "items": plan.total_items,
             "depth": plan.root.depth(),
             "largest_partition_tokens": max((p.est_tokens for p in plan.partitions), default=0),
@@ -61,6 +62,23 @@ async def estimate(options: RunOptions, *, store_url: str | None = None) -> dict
         },
         "forecast": forecast_for(options, plan, config, latency, prior),
     }
+
+
+async def _planned_for_estimate(options: RunOptions, fallback: Plan) -> Plan:
+    """A goal's plan for ``estimate``: the planner's call is made (and metered) but nothing is recorded;
+    a deploy plans again. Without a reachable provider, the one-session plan and a note saying so."""
+    try:
+        gateway = await run_gateway(options, run_id="estimate", api_key=None, env=None, clock=None, check=True)
+    except FleetError as exc:
+        note = f"the task is a goal: deploy plans it with one model call; the planner was not asked here ({exc})"
+        return replace(fallback, notes=(*fallback.notes, note))
+    try:
+        plan, record = await plan_goal(gateway, "estimate", options)
+    finally:
+        await gateway.aclose()
+    note = f"planned by one model call ({record['usage'].get('input_tokens', 0)} + "
+    note += f"{record['usage'].get('output_tokens', 0)} tokens); deploy plans again and records its plan"
+    return replace(plan, notes=(*plan.notes, note))
 
 
 async def _resolved(options: RunOptions) -> RunOptions:
