@@ -6,6 +6,7 @@ With context care the session completes with no context-length error and its log
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -41,7 +42,8 @@ def repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     (root / "src").mkdir(parents=True)
     for i, rel in enumerate(FILES):
-        body = "".join(f"def handler_{i}_{n}(request):\n    return render(request, 'page_{n}.html')\n" for n in range(20))
+        line = "def handler_{i}_{n}(request):\n    return render(request, 'page_{n}.html')\n"
+        body = "".join(line.format(i=i, n=n) for n in range(20))
         (root / rel).write_text(body[:1200])  # ~300 tokens a read
     return root
 
@@ -115,7 +117,7 @@ async def test_a_200_turn_session_fits_a_16k_window(repo: Path, sim: SimProvider
     compactions = [e for e in events if e.type == EventType.CONTEXT_COMPACTED]
     assert compactions, "a 200-turn session on a 16k window needs at least one compaction"
     spans = [(int(e.data["from_turn"]), int(e.data["through_turn"])) for e in compactions]
-    assert spans[0][0] == 1 and all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:], strict=False))
+    assert spans[0][0] == 1 and all(b[0] == a[1] + 1 for a, b in itertools.pairwise(spans))
     for ev in compactions:
         assert ev.data["summary"].startswith("Turns ")
         assert ev.data["tokens_after"] < ev.data["tokens_before"]

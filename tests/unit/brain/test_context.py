@@ -3,6 +3,7 @@ records a compaction once and reuses it after a crash."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from agent_fleet.brain.context import COMPACT_SYSTEM_PROMPT, ContextCare, Summary, compaction_request, fit
 from agent_fleet.brain.harness import Harness, Outcome
 from agent_fleet.brain.step import Limits
+from agent_fleet.brain.view import SessionView
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.plan import InputKind, Partition
@@ -78,7 +80,8 @@ def test_the_last_turns_are_never_trimmed_and_compaction_is_asked_when_trimming_
 def test_a_recorded_summary_replaces_the_turns_it_covers() -> None:
     summary = Summary(1, 4, "Read four pages.")
     out = fit(conversation(), (), model="m", max_tokens=0, care=care(300), summary=summary)
-    assert out.messages[1] == {"role": "user", "content": "U" * 30 + "\n\nEarlier turns 1-4, compacted: Read four pages."}
+    note = "\n\nEarlier turns 1-4, compacted: Read four pages."
+    assert out.messages[1] == {"role": "user", "content": "U" * 30 + note}
     assert [m.get("tool_call_id") for m in out.messages[2:]] == [None, "c5", None, "c6"]
     assert (out.trimmed, out.compact) == (0, None)
     # the summary is used even once the conversation would fit again: the request is one function of the log
@@ -96,7 +99,8 @@ def test_a_second_compaction_starts_after_the_summary() -> None:
     assert text.startswith("Summary of turns 1-4: Four.\n\nTask message:\nUUU")
     lines = text.split("Turns 5-8:\n", 1)[1].split("\n")
     assert [line.split(":", 1)[0] for line in lines] == ["Turn 5", "Turn 6", "Turn 7", "Turn 8"]
-    assert all(line.startswith(f'Turn {n}: called read_file({{"p":1}}) -> xxx') for n, line in zip(range(5, 9), lines))
+    for n, line in enumerate(lines, start=5):
+        assert line.startswith(f'Turn {n}: called read_file({{"p":1}}) -> xxx')
 
 
 def test_a_compaction_request_fits_its_window_however_many_turns() -> None:
@@ -158,7 +162,7 @@ async def test_the_harness_compacts_once_records_it_and_meters_it() -> None:
     summary_calls = [r for r in gw.requests if not r.tools]
     assert len(compactions) == len(summary_calls) >= 2
     spans = [(c["from_turn"], c["through_turn"]) for c in compactions]
-    assert spans[0][0] == 1 and all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:], strict=False))
+    assert spans[0][0] == 1 and all(b[0] == a[1] + 1 for a, b in itertools.pairwise(spans))
     assert summary_calls[1].messages[1]["content"].startswith(f"Summary of turns 1-{spans[0][1]}: Read the pages")
     for c in compactions:
         assert c["summary"] == "Read the pages so far." and c["response"]["usage"]["input_tokens"] == 50
@@ -167,8 +171,6 @@ async def test_the_harness_compacts_once_records_it_and_meters_it() -> None:
     for request in gw.requests:
         assert sum(len(m.get("content") or "") for m in request.messages) // 3 < limit
     view_usage = sum((Usage(10, 1) for _ in range(PAGES + 1)), Usage(50 * len(compactions), 7 * len(compactions)))
-    from agent_fleet.brain.view import SessionView
-
     assert SessionView.from_events(events).usage == view_usage
 
 
