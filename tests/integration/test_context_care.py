@@ -25,6 +25,7 @@ from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ContextLengthExceeded
 from agent_fleet.hands.files import PartitionFiles
+from agent_fleet.observe.summary import run_figures
 from agent_fleet.session.memory import MemorySessionLog
 from agent_fleet.spend.factory import build_gateway, price_table
 from agent_fleet.spend.gateway import Gateway
@@ -129,6 +130,9 @@ async def test_a_200_turn_session_fits_a_16k_window(repo: Path, sim: SimProvider
     assert view.usage.total_tokens == turn_usage.total_tokens + summary_usage.total_tokens
     tally = gw.session_usage(SID)
     assert (tally.calls, tally.total_tokens) == (len(responses) + len(compactions), view.usage.total_tokens)
+    # ... and so do the run's figures (summary.json, the dashboard) folded from the log
+    figures = run_figures([], events)
+    assert (figures.llm_calls, figures.usage.total_tokens) == (tally.calls, tally.total_tokens)
     # every request the provider saw fitted the window: none was refused
     assert all("400" not in by_status for by_status in sim.stats()["requests"].values())
     assert time.monotonic() - began < 30

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from agent_fleet.domain.events import EventType
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.domain.usage import Usage
+from agent_fleet.engine.limits import session_limits
+from agent_fleet.options import RunOptions
 from agent_fleet.session.memory import MemorySessionLog
 from agent_fleet.testing.fakes import FakeGateway, FakeHands
 
@@ -196,3 +199,17 @@ async def test_a_resumed_session_reuses_the_recorded_summary() -> None:
     after = [e.data for e in await log.get_events(SID) if e.type == EventType.CONTEXT_COMPACTED]
     assert after[0] == before[0]
     assert all(a["from_turn"] > before[0]["through_turn"] for a in after[1:])
+
+
+def test_fleet_yaml_sets_windows_and_care(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(
+        "models: [{name: small, model: sim-small, context_window: 16000}]\n"
+        "context: {care: false, threshold: 0.5, keep_turns: 2}\n"
+    )
+    care = session_limits(RunOptions(task="t", config_path=str(path))).context
+    assert (care.enabled, care.threshold, care.keep_turns, care.summary_tokens) == (False, 0.5, 2, 512)
+    assert (care.window_of("sim-small"), care.window_of("small")) == (16_000, 16_000)
+    assert care.window_of("claude-sonnet-4-5") == 200_000  # genai-prices
+    assert care.window_of("a-model-nobody-knows") == 128_000
+    assert session_limits(RunOptions(task="t")).context.enabled
