@@ -9,7 +9,7 @@ budgets: {session_tokens: 128000, session_usd: null, fleet_usd: null, queue_usd:
 aliases: {claude-opus-5-5: deep, "claude-haiku-*": fast}   # what clients ask for -> a models: name or model id
 rate_limit: {baseline_concurrency: 50, tokens_per_minute: null}
 guards: {max_turns: 60, repeated_tool_calls: 5, no_progress_turns: 12}
-context: {care: true, threshold: 0.75, keep_turns: 4, summary_tokens: 512}   # models: entries take context_window
+context: {care: true, threshold: 0.75, keep_turns: 4, summary_tokens: 512, trim_step: 8}   # models: entries take context_window
 prices: {my-model: {input: 0.4, output: 1.6, cached_input: 0.1}}   # $/MTok, over the built-in table
 queues: kueue.yaml            # or inline Kueue v1beta2 objects (parsed by the admission plane)
 mcp_servers:                  # MCP servers shared by the fleet through one client pool
@@ -234,12 +234,14 @@ class ContextConfig(_Strict):
     """Context care: when a request nears its model's window, older tool results are trimmed and, if
     that is not enough, older turns are compacted into a summary (one metered model call, recorded).
     ``threshold`` is the share of (window - output limit) a request may fill; the last ``keep_turns``
-    turns are always sent whole; a summary may be ``summary_tokens`` long."""
+    turns are always sent whole; a summary may be ``summary_tokens`` long; tool results are trimmed through
+    a turn that is a multiple of ``trim_step`` (so several requests share their prefix, for prompt caching)."""
 
     care: bool = True
     threshold: float = Field(default=0.75, gt=0, le=1)
     keep_turns: int = Field(default=4, ge=1)
     summary_tokens: int = Field(default=512, ge=16)
+    trim_step: int = Field(default=8, ge=1)
 
 
 class PriceOverride(_Strict):

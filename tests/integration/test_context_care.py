@@ -74,6 +74,7 @@ def limits(cfg: FleetConfig) -> Limits:
         threshold=ctx.threshold,
         keep_turns=ctx.keep_turns,
         summary_tokens=ctx.summary_tokens,
+        trim_step=ctx.trim_step,
     )
     return Limits(max_turns=300, context=care)
 

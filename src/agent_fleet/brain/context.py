@@ -8,9 +8,10 @@ recorded), so a harness rebuilt on any attempt sends the same request:
 * the limit is ``threshold`` of (window - the request's output limit), estimated as the gateway's raw
   estimate does (3 characters a token, which runs high);
 * over it, the turns a recorded summary covers are replaced by the summary (appended to the first
-  user message, so both wire formats keep their user/assistant order), then the oldest tool results
-  outside the last ``keep_turns`` turns are trimmed one by one — each replaced by a short stub naming
-  what was cut, so every tool call keeps its result;
+  user message, so both wire formats keep their user/assistant order), then the tool results of the
+  oldest turns outside the last ``keep_turns`` are trimmed — each replaced by a short stub naming what
+  was cut, so every tool call keeps its result — through a turn that is a multiple of ``trim_step``
+  (the trimmed prefix then stays the same for several requests, which keeps prompt caches warm);
 * when even that does not fit, :func:`fit` asks for a compaction: the turns after the last summary up
   to the last ``keep_turns`` are summarised by one model call (:func:`compaction_request`), which the
   harness meters through the gateway and records before it sends the turn. A recorded summary is
@@ -56,6 +57,9 @@ class ContextCare:
     threshold: float = 0.75
     keep_turns: int = 4
     summary_tokens: int = 512
+    # Tool results are trimmed a turn at a time, through a turn number that is a multiple of this, so
+    # the trimmed prefix stays the same for several requests (and the provider's prompt cache holds).
+    trim_step: int = 8
 
     def window_of(self, model: str) -> int:
         return self.window(model) if self.window is not None else DEFAULT_CONTEXT_WINDOW
@@ -140,19 +144,17 @@ def fit(
         for c in t[0].get("tool_calls") or ()
     }
     trimmed = 0
-    for turn in kept[: max(0, len(kept) - care.keep_turns)]:
-        if est <= limit:
-            break
+    for n, turn in enumerate(kept[: max(0, len(kept) - care.keep_turns)], start=done + 1):
+        if est <= limit and (n == done + 1 or (n - 1) % care.trim_step == 0):
+            break  # it fits, and any trimmed turns end on a step: the next requests share this prefix
         for i, msg in enumerate(turn):
-            if msg.get("role") != "tool" or est <= limit:
-                continue
-            stub = _stub(msg, names)
+            stub = _stub(msg, names) if msg.get("role") == "tool" else msg
             saved = message_chars(msg) - message_chars(stub)
             if saved > 0:
                 turn[i] = stub
                 chars -= saved
-                est = _estimate(chars, len(flat), tool_chars)
                 trimmed += 1
+        est = _estimate(chars, len(flat), tool_chars)
     out = head + [m for t in kept for m in t]
     compact = None
     through = len(turns) - care.keep_turns

@@ -32,5 +32,6 @@ def session_limits(options: RunOptions) -> Limits:
         threshold=ctx.threshold,
         keep_turns=ctx.keep_turns,
         summary_tokens=ctx.summary_tokens,
+        trim_step=ctx.trim_step,
     )
     return Limits(max_turns=max_turns, guard=guard, context=care)

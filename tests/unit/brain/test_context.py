@@ -37,7 +37,7 @@ def conversation(turns: int = 6) -> list[dict[str, Any]]:
 
 
 def care(window: int, **kw: Any) -> ContextCare:
-    return ContextCare(window=lambda _model: window, threshold=1.0, keep_turns=2, **kw)
+    return ContextCare(window=lambda _model: window, threshold=1.0, keep_turns=2, trim_step=kw.pop("step", 1), **kw)
 
 
 def results(messages: list[dict[str, Any]]) -> list[str]:
@@ -64,6 +64,19 @@ def test_the_oldest_tool_results_are_trimmed_until_the_request_fits() -> None:
     # every call keeps its result, right after it, in order
     assert [m.get("tool_call_id") for m in out.messages if m["role"] == "tool"] == [f"c{n}" for n in range(1, 7)]
     assert [m["role"] for m in out.messages] == ["system", "user"] + ["assistant", "tool"] * 6
+
+
+def test_trimming_ends_on_a_step_so_the_prefix_stays_the_same() -> None:
+    # the limit is met after turn 2; with steps of 3 the results of turns 1-3 go
+    out = fit(conversation(), (), model="m", max_tokens=0, care=care(700, step=3))
+    assert (out.trimmed, out.estimate) == (3, (1956 - 3 * 229) // 3 + 128)
+    assert results(out.messages) == [STUB] * 3 + ["x" * 300] * 3
+    # two turns later the same three are trimmed: the request starts as the one before did
+    later = fit(conversation(8), (), model="m", max_tokens=0, care=care(1000, step=3))
+    assert results(later.messages) == [STUB] * 3 + ["x" * 300] * 5
+    assert later.messages[:10] == out.messages[:10]
+    # nothing is trimmed while the request fits, whatever the step
+    assert fit(conversation(), (), model="m", max_tokens=0, care=care(780, step=3)).trimmed == 0
 
 
 def test_the_output_limit_and_threshold_come_off_the_window() -> None:
