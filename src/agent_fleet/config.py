@@ -9,7 +9,7 @@ budgets: {session_tokens: 128000, session_usd: null, fleet_usd: null, queue_usd:
 aliases: {claude-opus-5-5: deep, "claude-haiku-*": fast}   # what clients ask for -> a models: name or model id
 rate_limit: {baseline_concurrency: 50, tokens_per_minute: null}
 guards: {max_turns: 60, repeated_tool_calls: 5, no_progress_turns: 12}
-context: {care: true, threshold: 0.75, keep_turns: 4, summary_tokens: 512, trim_step: 8}   # models: entries take context_window
+context: {care: true, threshold: 0.75, keep_turns: 4, summary_tokens: 512, trim_step: 8}   # + context_window
 prices: {my-model: {input: 0.4, output: 1.6, cached_input: 0.1}}   # $/MTok, over the built-in table
 queues: kueue.yaml            # or inline Kueue v1beta2 objects (parsed by the admission plane)
 mcp_servers:                  # MCP servers shared by the fleet through one client pool
