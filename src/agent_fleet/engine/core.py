@@ -37,8 +37,8 @@ from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.engine.embeddings import MeteredEmbeddings
-from agent_fleet.engine.planning import plan_event_data
 from agent_fleet.engine.limits import session_limits
+from agent_fleet.engine.planning import plan_event_data
 from agent_fleet.engine.preflight import admission_objects
 from agent_fleet.engine.records import create_sessions, load_run, owner
 from agent_fleet.engine.report import final_snapshot, live_snapshot, run_status, run_summary, timeline
