@@ -9,6 +9,7 @@ budgets: {session_tokens: 128000, session_usd: null, fleet_usd: null, queue_usd:
 aliases: {claude-opus-5-5: deep, "claude-haiku-*": fast}   # what clients ask for -> a models: name or model id
 rate_limit: {baseline_concurrency: 50, tokens_per_minute: null}
 guards: {max_turns: 60, repeated_tool_calls: 5, no_progress_turns: 12}
+context: {care: true, threshold: 0.75, keep_turns: 4, summary_tokens: 512, trim_step: 8}   # + context_window
 prices: {my-model: {input: 0.4, output: 1.6, cached_input: 0.1}}   # $/MTok, over the built-in table
 queues: kueue.yaml            # or inline Kueue v1beta2 objects (parsed by the admission plane)
 mcp_servers:                  # MCP servers shared by the fleet through one client pool
@@ -46,6 +47,7 @@ __all__ = [
     "TIERS",
     "AutoscaleSettings",
     "BudgetsConfig",
+    "ContextConfig",
     "ProviderConfig",
     "FleetConfig",
     "DispatchConfig",
@@ -169,6 +171,7 @@ class ModelConfig(_Strict):
     tier: Tier = "medium"
     fallback: tuple[str, ...] = ()
     max_tokens: int | None = Field(default=None, ge=1)  # its output limit, if not the published one
+    context_window: int | None = Field(default=None, ge=1024)  # its context window, if not genai-prices'
     # Does the endpoint serve the Responses API itself? None: only api.openai.com is assumed to.
     responses_api: bool | None = None
 
@@ -225,6 +228,20 @@ class GuardsConfig(_Strict):
     max_turns: int = Field(default=60, ge=1)
     repeated_tool_calls: int = Field(default=5, ge=2)
     no_progress_turns: int = Field(default=12, ge=1)
+
+
+class ContextConfig(_Strict):
+    """Context care: when a request nears its model's window, older tool results are trimmed and, if
+    that is not enough, older turns are compacted into a summary (one metered model call, recorded).
+    ``threshold`` is the share of (window - output limit) a request may fill; the last ``keep_turns``
+    turns are always sent whole; a summary may be ``summary_tokens`` long; tool results are trimmed through
+    a turn that is a multiple of ``trim_step`` (so several requests share their prefix, for prompt caching)."""
+
+    care: bool = True
+    threshold: float = Field(default=0.75, gt=0, le=1)
+    keep_turns: int = Field(default=4, ge=1)
+    summary_tokens: int = Field(default=512, ge=16)
+    trim_step: int = Field(default=8, ge=1)
 
 
 class PriceOverride(_Strict):
@@ -358,6 +375,7 @@ class FleetConfig(_Strict):
     rate_limit: RateLimitConfig = RateLimitConfig()
     provider: ProviderConfig = ProviderConfig()
     guards: GuardsConfig = GuardsConfig()
+    context: ContextConfig = ContextConfig()
     prices: dict[str, PriceOverride] = Field(default_factory=dict)
     # What a client asks for (a model id or an fnmatch pattern) -> a `models:` name or a model id.
     aliases: dict[str, str] = Field(default_factory=dict)

@@ -36,6 +36,7 @@ from __future__ import annotations
 __all__ = [
     "BudgetExhausted",
     "ClientRequestError",
+    "ContextLengthExceeded",
     "ConfigError",
     "FleetError",
     "InputError",
@@ -174,6 +175,11 @@ class ClientRequestError(ProviderError):
 
 class ModelNotFound(ClientRequestError):
     """The provider does not serve the model asked for (404 ``model_not_found`` and the like)."""
+
+
+class ContextLengthExceeded(ClientRequestError):
+    """The prompt and its output limit do not fit the model's context window (OpenAI 400
+    ``context_length_exceeded``, Anthropic 400 "prompt is too long"): the same request never fits."""
 
 
 class BudgetExhausted(FleetError):

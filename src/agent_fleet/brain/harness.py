@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from agent_fleet.brain.context import Fitted, Summary, compaction_request, fit
 from agent_fleet.brain.protocol import (
     FINISH,
     SUBMIT_RESULT,
@@ -101,10 +102,15 @@ class Harness:
                 return SessionOutcome(session_id, Outcome.PAUSED, action.reason)
             action = next_action(view, self._limits)
 
-    def _request(self, view: SessionView) -> ChatRequest:
-        return ChatRequest(
-            model=view.model, messages=list(view.messages), tools=self._tools, max_tokens=view.max_tokens
+    def _fit(self, view: SessionView) -> Fitted:
+        care = self._limits.context
+        return fit(
+            view.messages, self._tools, model=view.model, max_tokens=view.max_tokens, care=care, summary=view.summary
         )
+
+    def _request(self, view: SessionView, fitted: Fitted | None = None) -> ChatRequest:
+        messages = (fitted or self._fit(view)).messages
+        return ChatRequest(model=view.model, messages=messages, tools=self._tools, max_tokens=view.max_tokens)
 
     async def _charge_unanswered(self, view: SessionView, action: CallModel) -> None:
         """The request's last send may have been answered (and billed) by the provider before the crash:
@@ -116,7 +122,16 @@ class Harness:
     async def _call_model(
         self, view: SessionView, action: CallModel, lead: list[tuple[str, dict[str, Any]]]
     ) -> SessionOutcome | None:
-        request = self._request(view)
+        fitted = self._fit(view)
+        if fitted.compact is not None:
+            if lead:
+                await self._emit_many(view, lead)
+                lead = []
+            paused = await self._compact(view, action, fitted)
+            if paused is not None:
+                return paused
+            fitted = self._fit(view)
+        request = self._request(view, fitted)
         events = lead if action.reissue else [*lead, (EventType.MODEL_REQUEST, {"turn": action.turn})]
         recording = asyncio.ensure_future(self._log.emit_events(view.session_id, events))
         try:
@@ -147,6 +162,51 @@ class Harness:
             raise
         await self._recorded(view, recording)
         await self._emit(view, EventType.MODEL_RESPONSE, {"turn": action.turn, "response": response.to_dict()})
+        return None
+
+    async def _compact(self, view: SessionView, action: CallModel, fitted: Fitted) -> SessionOutcome | None:
+        """Summarise the older turns with one metered model call and record it before the turn is sent."""
+        assert fitted.compact is not None
+        care, (start, end) = self._limits.context, fitted.compact
+        request = compaction_request(view.messages, fitted.compact, model=view.model, care=care, summary=view.summary)
+        try:
+            response = await self._gateway.complete(view.session_id, request)
+        except BudgetExhausted as exc:
+            paused = {"reason": "budget", "scope": exc.scope, "detail": str(exc)}
+            await self._emit(view, EventType.SESSION_PAUSED, paused)
+            return SessionOutcome(view.session_id, Outcome.PAUSED, "budget")
+        except (ProviderError, UnreachableError) as exc:
+            error: dict[str, Any] = {
+                "turn": action.turn,
+                "error": str(exc),
+                "status": getattr(exc, "status", 0),
+                "kind": str(error_kind(exc)),
+                "retried": [str(k) for k in getattr(exc, "retried", ())],
+                "model": str(getattr(exc, "model", "") or view.model),
+                "compaction": True,  # the summary call failed, not the turn's request
+            }
+            await self._emit(view, EventType.MODEL_ERROR, error)
+            raise
+        text = (response.content or "").strip()
+        after = fit(
+            view.messages,
+            self._tools,
+            model=view.model,
+            max_tokens=view.max_tokens,
+            care=care,
+            summary=Summary(start, end, text),
+        )
+        data: dict[str, Any] = {
+            "turn": action.turn,
+            "from_turn": start,
+            "through_turn": end,
+            "summary": text,
+            "response": response.to_dict(),
+            "tokens": response.usage.total_tokens,
+            "tokens_before": fitted.estimate,
+            "tokens_after": after.estimate,
+        }
+        await self._emit(view, EventType.CONTEXT_COMPACTED, data)
         return None
 
     @staticmethod

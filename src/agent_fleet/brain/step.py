@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agent_fleet.brain.context import ContextCare
 from agent_fleet.brain.view import SessionView, TurnGuard
 from agent_fleet.domain.model import ToolCall
 
@@ -20,6 +21,8 @@ class Limits:
     # A fresh runaway guard per session (repeated identical tool calls, no progress); it is fed every
     # finished turn while the view is rebuilt, so a resumed session keeps its count.
     guard: Callable[[], TurnGuard] | None = None
+    # Keeps each request inside the model's context window (trim, then compact); the log keeps everything.
+    context: ContextCare = field(default_factory=ContextCare)
 
 
 @dataclass(frozen=True, slots=True)

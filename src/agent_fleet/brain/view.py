@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
+from agent_fleet.brain.context import Summary
 from agent_fleet.brain.protocol import SYSTEM_PROMPT, first_user_message
 from agent_fleet.domain.events import Event, EventType, SessionState, project_state
 from agent_fleet.domain.model import ChatResponse, ToolCall
@@ -65,6 +66,8 @@ class SessionView:
     started_calls: set[str] = field(default_factory=set)  # tool calls recorded as started
     guard: TurnGuard | None = None
     trip: GuardTrip | None = None  # the guard stopped the session
+    summary: Summary | None = None  # the last context_compacted summary: the requests send it for its turns
+    compactions: int = 0
     _turn_results_from: int = 0
 
     def _close_turn(self) -> None:
@@ -121,7 +124,14 @@ class SessionView:
             self.resent_cost_usd += Decimal(str(ev.data.get("cost_usd", "0")))
             self.unbilled_send = True
         elif t == EventType.MODEL_ERROR:
-            self.unbilled_send = False  # answered, with an error: nothing billed
+            if not ev.data.get("compaction"):
+                self.unbilled_send = False  # answered, with an error: nothing billed
+        elif t == EventType.CONTEXT_COMPACTED:
+            self.summary = Summary(int(ev.data["from_turn"]), int(ev.data["through_turn"]), str(ev.data["summary"]))
+            self.compactions += 1
+            resp = ChatResponse.from_dict(ev.data["response"])
+            self.usage = self.usage + resp.usage
+            self.cost_usd += resp.cost_usd
         elif t == EventType.MODEL_RESPONSE:
             resp = ChatResponse.from_dict(ev.data["response"])
             self.turn = int(ev.data["turn"])

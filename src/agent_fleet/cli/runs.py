@@ -268,8 +268,7 @@ def status_cmd(
 ) -> None:
     """Runs, or one run: sessions by state, tokens, cost, errors."""
     from agent_fleet.aggregate.live import snapshot_key
-    from agent_fleet.domain.events import EventType
-    from agent_fleet.observe.summary import run_figures
+    from agent_fleet.observe.summary import FIGURE_EVENTS, run_figures
     from agent_fleet.session.store import open_store, resolve_store_url
 
     async def go() -> dict[str, Any]:
@@ -280,10 +279,7 @@ def status_cmd(
             if rec is None or rec.kind != "run":
                 raise SessionNotFound(f"no run {run_id!r} in this store")
             sessions = await log.list_sessions(run_id)
-            events = await log.events_of_run(
-                run_id,
-                [EventType.MODEL_RESPONSE, EventType.MODEL_ERROR, EventType.RESULT_ITEM, EventType.ATTEMPT_FAILED],
-            )
+            events = await log.events_of_run(run_id, list(FIGURE_EVENTS))
             figures = run_figures(sessions, events, await log.get_events(run_id)).to_summary()
             by_state: dict[str, int] = {}
             for s in sessions:

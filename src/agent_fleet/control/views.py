@@ -12,12 +12,12 @@ from agent_fleet.aggregate.live import snapshot_key
 from agent_fleet.control.host import FleetHost
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
 from agent_fleet.errors import SessionNotFound
-from agent_fleet.observe.summary import run_figures
+from agent_fleet.observe.summary import FIGURE_EVENTS, run_figures
 from agent_fleet.options import RunOptions
 
 __all__ = ["run_detail", "run_results", "run_row"]
 
-_FIGURE_EVENTS = [EventType.MODEL_RESPONSE, EventType.MODEL_ERROR, EventType.RESULT_ITEM, EventType.ATTEMPT_FAILED]
+_FIGURE_EVENTS = list(FIGURE_EVENTS)
 
 
 def _status(host: FleetHost, rec: SessionRecord, live: bool) -> str:

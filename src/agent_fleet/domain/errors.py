@@ -15,6 +15,7 @@ they never change::
     server           5xx, 529, 408, 409: the provider failed or is overloaded
     unreachable      connection refused, DNS, a dropped connection
     bad_response     a 200 whose body is not the API's shape
+    context_length   400: the prompt and its output limit exceed the model's context window
     client           any other 4xx
     other            anything else
 """
@@ -25,6 +26,7 @@ from enum import StrEnum
 
 from agent_fleet.errors import (
     ClientRequestError,
+    ContextLengthExceeded,
     MalformedResponse,
     ModelNotFound,
     Overloaded,
@@ -48,6 +50,7 @@ class ErrorKind(StrEnum):
     SERVER = "server"
     UNREACHABLE = "unreachable"
     BAD_RESPONSE = "bad_response"
+    CONTEXT_LENGTH = "context_length"
     CLIENT = "client"
     OTHER = "other"
 
@@ -85,6 +88,8 @@ def error_kind(exc: BaseException) -> ErrorKind:
         return ErrorKind.SERVER
     if isinstance(exc, MalformedResponse):
         return ErrorKind.BAD_RESPONSE
+    if isinstance(exc, ContextLengthExceeded):
+        return ErrorKind.CONTEXT_LENGTH
     if isinstance(exc, ModelNotFound):
         return ErrorKind.MODEL_NOT_FOUND
     if isinstance(exc, ClientRequestError):

@@ -39,6 +39,9 @@ class EventType(StrEnum):
     # {turn, request_seq, usage, cost_usd}: a request found unanswered on wake, charged at its reservation
     # (the provider may have answered and billed it) before it is sent again
     MODEL_RESENT = "model_resent"
+    # {turn, from_turn, through_turn, summary, response: ChatResponse.to_dict(), tokens_before, tokens_after}:
+    # turns summarised by one metered model call to keep the requests inside the context window
+    CONTEXT_COMPACTED = "context_compacted"
     TOOL_CALL = "tool_call"  # {call_id, name, arguments}
     TOOL_RESULT = "tool_result"  # {call_id, output, is_error}
     RESULT_ITEM = "result_item"  # ResultItem.to_dict()

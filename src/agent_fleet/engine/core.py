@@ -27,7 +27,6 @@ from agent_fleet.aggregate import (
 )
 from agent_fleet.aggregate.live import LiveDedup, snapshot_key
 from agent_fleet.brain.harness import Harness
-from agent_fleet.brain.step import Limits
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.config import load_config
 from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions, DispatchStats
@@ -38,6 +37,7 @@ from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.engine.embeddings import MeteredEmbeddings
+from agent_fleet.engine.limits import session_limits
 from agent_fleet.engine.planning import plan_event_data
 from agent_fleet.engine.preflight import admission_objects
 from agent_fleet.engine.records import create_sessions, load_run, owner
@@ -55,7 +55,6 @@ from agent_fleet.session.lease import LeaseKeeper
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.tap import TappedLog
 from agent_fleet.spend.gateway import Gateway
-from agent_fleet.spend.guards import RunawayGuard
 from agent_fleet.supervise import (
     ShapeWatch,
     audit_markdown,
@@ -267,7 +266,7 @@ class Engine:
             session_timeout=options.timeout,
             start_ahead=max(16, 2 * options.max_concurrency),  # enough to fill every gateway slot twice
             max_attempts=options.max_attempts,
-            limits=_limits(options),
+            limits=session_limits(options),
         )
         wf = self.workforce
         parts = wf.dispatch_parts(base, sessions=sessions, root=root) if wf is not None else {"options": base}
@@ -481,18 +480,3 @@ _SHAPE_WATCH_TYPES = (
     EventType.SESSION_COMPLETED,
     EventType.SESSION_FAILED,
 )
-
-
-def _limits(options: RunOptions) -> Limits:
-    """Per-session limits: max turns, and the runaway guard of fleet.yaml ``guards``."""
-    guards = load_config(options.config_path).guards
-    max_turns = options.max_turns or guards.max_turns
-
-    def guard() -> RunawayGuard:
-        return RunawayGuard(
-            max_turns=max_turns,
-            repeated_tool_calls=guards.repeated_tool_calls,
-            no_progress_turns=guards.no_progress_turns,
-        )
-
-    return Limits(max_turns=max_turns, guard=guard)

@@ -25,7 +25,16 @@ from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionSt
 from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.usage import Usage
 
-__all__ = ["RunFigures", "run_figures"]
+__all__ = ["FIGURE_EVENTS", "RunFigures", "run_figures"]
+
+# The agent-session events :func:`run_figures` reads (a caller may fetch only these).
+FIGURE_EVENTS = (
+    EventType.MODEL_RESPONSE,
+    EventType.CONTEXT_COMPACTED,
+    EventType.MODEL_ERROR,
+    EventType.RESULT_ITEM,
+    EventType.ATTEMPT_FAILED,
+)
 
 
 @dataclass(slots=True)
@@ -93,7 +102,7 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
     for rec in sessions:
         fig.sessions[rec.state] += 1
     for ev in events:
-        if ev.type == EventType.MODEL_RESPONSE:
+        if ev.type in (EventType.MODEL_RESPONSE, EventType.CONTEXT_COMPACTED):  # a summary call is a call
             resp = ChatResponse.from_dict(ev.data["response"])
             fig.usage = fig.usage + resp.usage
             fig.cost_usd += resp.cost_usd

@@ -13,33 +13,9 @@ import math
 from dataclasses import dataclass, field
 
 from agent_fleet.domain.model import ChatRequest
+from agent_fleet.domain.tokens import raw_prompt_estimate
 
 __all__ = ["PromptEstimator", "raw_prompt_estimate"]
-
-CHARS_PER_TOKEN = 3
-PER_MESSAGE = 8
-PER_REQUEST = 16
-
-
-def raw_prompt_estimate(request: ChatRequest) -> int:
-    chars = 0
-    for msg in request.messages:
-        content = msg.get("content")
-        if isinstance(content, str):
-            chars += len(content)
-        elif content:
-            for part in content:
-                if isinstance(part, dict):
-                    text = part.get("text")
-                    chars += len(text) if isinstance(text, str) else len(str(part.get("content") or ""))
-                else:
-                    chars += len(str(part))
-        for call in msg.get("tool_calls") or ():
-            fn = call.get("function") or {}
-            chars += len(fn.get("name") or "") + len(fn.get("arguments") or "")
-    for tool in request.tools:
-        chars += len(tool.name) + len(tool.description) + len(repr(tool.parameters))
-    return chars // CHARS_PER_TOKEN + PER_MESSAGE * len(request.messages) + PER_REQUEST
 
 
 @dataclass(slots=True)

@@ -39,7 +39,8 @@ def price_table(config: FleetConfig) -> PriceTable:
     }
     hints = {m.model: provider_kind(m.provider, model=m.model) for m in config.models}
     limits = {m.model: m.max_tokens for m in config.models if m.max_tokens}
-    return PriceTable(overrides=overrides, provider_hint=hints, output_limits=limits)
+    windows = {key: m.context_window for m in config.models if m.context_window for key in (m.model, m.name)}
+    return PriceTable(overrides=overrides, provider_hint=hints, output_limits=limits, context_windows=windows)
 
 
 def build_gateway(

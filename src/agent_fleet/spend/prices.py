@@ -10,6 +10,10 @@ request that sets no limit, and clamp ``max_tokens`` when a route substitutes a 
 ``max_tokens`` for the model first, then the providers' published limits (:data:`OUTPUT_LIMITS`, the
 longest matching prefix), then the model's context window from genai-prices, capped at
 :data:`DEFAULT_OUTPUT_LIMIT` — which is also the answer for a model nobody knows.
+
+Context windows (the most tokens one request — prompt plus output — may hold) keep a conversation
+inside its model's window (the harness's context care): a fleet.yaml ``context_window`` for the model
+first, then genai-prices, then :data:`DEFAULT_CONTEXT_WINDOW`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from genai_prices import calc_price
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ConfigError
 
-__all__ = ["DEFAULT_OUTPUT_LIMIT", "OUTPUT_LIMITS", "PriceTable", "Rates"]
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "DEFAULT_OUTPUT_LIMIT", "OUTPUT_LIMITS", "PriceTable", "Rates"]
 
 _MTOK = Decimal(1_000_000)
 _ZERO = Decimal(0)
@@ -85,6 +89,7 @@ class Rates:
 _UNKNOWN = Rates(input=_ZERO, output=_ZERO, known=False)
 
 DEFAULT_OUTPUT_LIMIT = 32_768
+DEFAULT_CONTEXT_WINDOW = 128_000  # a model nobody knows: the smallest window of today's frontier models
 # Published maximum output tokens per call (OpenAI and Anthropic model pages); the longest prefix wins.
 OUTPUT_LIMITS: dict[str, int] = {
     "gpt-5": 128_000,
@@ -201,6 +206,7 @@ class PriceTable:
     overrides: dict[str, Rates] = field(default_factory=dict)
     provider_hint: dict[str, str] = field(default_factory=dict)  # model -> genai-prices provider id
     output_limits: dict[str, int] = field(default_factory=dict)  # model -> its max output tokens (fleet.yaml)
+    context_windows: dict[str, int] = field(default_factory=dict)  # model -> its context window (fleet.yaml)
     _cache: dict[str, Rates] = field(default_factory=dict, repr=False)
     _limits: dict[str, int] = field(default_factory=dict, repr=False)
 
@@ -230,3 +236,7 @@ class PriceTable:
                 found = min(window, DEFAULT_OUTPUT_LIMIT) if window else DEFAULT_OUTPUT_LIMIT
             self._limits[model] = found
         return found
+
+    def context_window(self, model: str) -> int:
+        """The most tokens (prompt plus output) one request to ``model`` may hold (the module docstring)."""
+        return self.context_windows.get(model) or _context_window(model) or DEFAULT_CONTEXT_WINDOW

@@ -4,7 +4,11 @@ It follows the built-in agent's tool protocol (SPEC.md): a directory partition i
 ``read_file`` (at most 25 calls per turn), reviewed by the deterministic detectors and reported with
 one ``submit_result`` (several only beyond 200 findings) — a file with a ``fleet-sim: loop N`` line is
 read again until it was read N times, one call a turn (an agent that loops its tool calls); a list
-partition is answered five items per ``submit_result``; then ``finish``. A verifier request
+partition is answered five items per ``submit_result``; then ``finish``. A task with a
+``fleet-sim: pages N`` line is a long session: one ``read_file`` a turn (``page`` 1..N, cycling through
+the partition's files; the progress is read from the last page asked for, so it survives a trimmed
+or compacted conversation), then one ``submit_result`` and ``finish`` (N + 2 turns). A compaction
+request (the harness's summary prompt) gets a one-line summary. A verifier request
 (``submit_verdict`` offered) gets one verdict. Without tools the answer is prose. Coding CLIs (Claude
 Code, Codex CLI, aider) are answered as :mod:`agent_fleet.testing.sim_coding` describes. Nothing here
 reads a clock or an RNG, so the same conversation always gets the same reply.
@@ -21,7 +25,14 @@ from typing import Any, Literal
 from agent_fleet.testing.sim_coding import coding_reply
 from agent_fleet.testing.sim_conversation import Conversation, SimToolCall
 from agent_fleet.testing.sim_detectors import Finding, detect
-from agent_fleet.testing.sim_items import note_for_item, plain_answer, plan_for_goal, verdict_for
+from agent_fleet.testing.sim_items import (
+    COMPACT_PREFIX,
+    compaction_summary,
+    note_for_item,
+    plain_answer,
+    plan_for_goal,
+    verdict_for,
+)
 
 __all__ = [
     "LIST_CHUNK",
@@ -40,6 +51,7 @@ MAX_ITEMS_PER_SUBMIT = 200
 
 _NUMBERED_LINE = re.compile(r"^\s*\d+(\t|: |\| ?)")
 _LOOP = re.compile(r"fleet-sim:\s*loop\s+(\d+)")
+_PAGES = re.compile(r"fleet-sim:\s*pages\s+(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +183,21 @@ def _items(items: tuple[str, ...], history: _History, tools: frozenset[str]) -> 
     return _finish(tools, f"Processed {_plural(len(items), 'item')} and submitted {_plural(done, 'result')}.")
 
 
+def _paged(total: int, entries: tuple[str, ...], history: _History, tools: frozenset[str]) -> Reply:
+    if "read_file" not in tools:
+        return _finish(tools, "No read_file tool was offered, so no page could be read.")
+    asked = [c.arguments.get("page") for c in history.calls if c.name == "read_file"]
+    last = max((p for p in asked if isinstance(p, int)), default=0)
+    submitted = history.called("submit_result")
+    if last < total and not submitted:
+        path = entries[last % len(entries)] if entries else "README.md"
+        return Reply(None, (("read_file", {"path": path, "page": last + 1}),))
+    if not submitted and "submit_result" in tools:
+        item = {"title": f"Read {_plural(total, 'page')}", "body": f"Read {_plural(total, 'page')} one at a time."}
+        return Reply(None, (("submit_result", {"items": [item]}),))
+    return _finish(tools, f"Read {_plural(total, 'page')}.")
+
+
 def decide(conv: Conversation, *, refute_pct: float = 10.0, unsure_pct: float = 5.0) -> Reply:
     """The next assistant turn for this conversation."""
     coding = coding_reply(conv)
@@ -179,6 +206,8 @@ def decide(conv: Conversation, *, refute_pct: float = 10.0, unsure_pct: float = 
     tools = frozenset(conv.tools)
     if not tools:
         users = conv.user_texts()
+        if conv.system.startswith(COMPACT_PREFIX) and users:
+            return Reply(compaction_summary(users[-1]))
         return Reply(plain_answer(users[-1] if users else conv.system))
     history = _History(conv)
     if "submit_plan" in tools:
@@ -193,6 +222,9 @@ def decide(conv: Conversation, *, refute_pct: float = 10.0, unsure_pct: float = 
     if history.called("finish"):
         return Reply("The session is finished.")
     partition = parse_partition(conv.first_user_text())
+    pages = _PAGES.search(conv.first_user_text())
+    if pages is not None:
+        return _paged(int(pages.group(1)), partition.entries, history, tools)
     if partition.kind == "files":
         return _directory(partition.entries, history, tools, conv.parallel_tool_calls)
     if partition.kind == "items":

@@ -73,6 +73,8 @@ class SimConfig:
     independent probabilities per request whose sum must not exceed 1. ``max_concurrency``,
     ``rpm`` and ``tpm`` are a hidden capacity: above them the server answers 429, like a real
     provider would. ``None`` means unlimited (the rate-limit headers then show nominal limits).
+    ``context_windows`` maps a model (or ``"*"``, every other one) to its context window: a request whose
+    prompt plus output limit exceeds it is refused with the API's context-length 400 (sim_window).
     """
 
     latency: float | LatencyModel = 0.0
@@ -97,6 +99,7 @@ class SimConfig:
     # Prompt caching: a served prefix of at least this many tokens is reported as cached next time.
     cache_min_tokens: int = 1024
     cache_entries: int = 20_000
+    context_windows: dict[str, int] = field(default_factory=dict)
     models: tuple[str, ...] = field(
         default=("sim-small", "sim-large", "gpt-4.1-mini", "gpt-4.1", "claude-sonnet-4-5", "claude-opus-4-5")
     )
@@ -127,6 +130,9 @@ class SimConfig:
         for name in ("verifier_refute_pct", "verifier_unsure_pct"):
             if not 0.0 <= getattr(self, name) <= 100.0:
                 raise SimConfigError(f"{name} must be a percentage")
+        for model, window in self.context_windows.items():
+            if not isinstance(window, int) or window < 1:
+                raise SimConfigError(f"context window of {model!r} must be a positive number of tokens")
         if self.cache_entries < 1:
             raise SimConfigError("cache_entries must be at least 1")
 

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["note_for_item", "plain_answer", "plan_for_goal", "verdict_for"]
+__all__ = ["COMPACT_PREFIX", "compaction_summary", "note_for_item", "plain_answer", "plan_for_goal", "verdict_for"]
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://\S+$", re.IGNORECASE)
@@ -182,3 +182,21 @@ def plan_for_goal(system: str, user: str) -> dict[str, Any]:
     if not subtasks:
         return {"subtasks": [goal], "why": "a simple request: one sub-task"}
     return {"subtasks": subtasks[:limit], "why": f"{len(subtasks[:limit])} independent parts of the goal"}
+
+
+# The harness's compaction prompt starts so (agent_fleet.brain.context.COMPACT_SYSTEM_PROMPT).
+COMPACT_PREFIX = "Compact this agent conversation."
+_TURN_LINE = re.compile(r"^Turn (\d+): .*?called (\w+)\(", re.MULTILINE)
+_RANGE = re.compile(r"^Turns (\d+)-(\d+):$", re.MULTILINE)
+_EARLIER = re.compile(r"^Summary of turns (\d+)-\d+:", re.MULTILINE)
+
+
+def compaction_summary(text: str) -> str:
+    """A short summary for a compaction request: the turns it covers and the tools they called."""
+    span = _RANGE.search(text)
+    earlier = _EARLIER.search(text)
+    first = earlier.group(1) if earlier else (span.group(1) if span else "1")
+    last = span.group(2) if span else first
+    calls = Counter(m.group(2) for m in _TURN_LINE.finditer(text))
+    done = ", ".join(f"{name} {n} times" for name, n in sorted(calls.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"Turns {first}-{last}: the agent called {done or 'no tools'}. Nothing was left unfinished in them."

@@ -37,6 +37,7 @@ from agent_fleet.testing.sim_conversation import (
 from agent_fleet.testing.sim_embed import DIMENSIONS, embed
 from agent_fleet.testing.sim_openai import openai_body, openai_chunks
 from agent_fleet.testing.sim_responses import from_responses, responses_body, responses_events
+from agent_fleet.testing.sim_window import context_overflow
 from agent_fleet.testing.sim_wire import RenderedReply, SimUsage, anthropic_error, openai_error, render
 
 __all__ = ["Received", "SimProvider"]
@@ -279,6 +280,15 @@ class SimProvider:
             return self._error(fmt, 400, "invalid_request_error", str(exc) or "invalid JSON body")
         if self.config.reject_unknown_models and conv.model not in self.config.models:
             return self._unknown_model(fmt, conv.model)
+        overflow = context_overflow(
+            self.config.context_windows,
+            model=conv.model,
+            prompt_tokens=conv.prompt_tokens,
+            body=body,
+            anthropic=fmt == "anthropic",
+        )
+        if overflow is not None:
+            return self._error(fmt, 400, "invalid_request_error", overflow[0], code=overflow[1])
         if self.config.insufficient_quota:
             return self._quota_error(fmt)
         injected = self._injected(fmt)

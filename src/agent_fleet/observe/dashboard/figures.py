@@ -90,7 +90,7 @@ class SessionFigures:
         elif t == EventType.MODEL_REQUEST:
             self.turns += 1
             self.model = str(ev.data.get("model") or self.model)
-        elif t == EventType.MODEL_RESPONSE:
+        elif t in (EventType.MODEL_RESPONSE, EventType.CONTEXT_COMPACTED):  # a summary call is metered too
             resp = ChatResponse.from_dict(ev.data["response"])
             self.calls += 1
             self.errors += len(resp.retried)

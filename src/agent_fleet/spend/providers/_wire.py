@@ -8,6 +8,7 @@ pass-through over httpx, embeddings); each maps to one :class:`~agent_fleet.doma
     429 otherwise                                              -> RateLimited         rate_limited (retry_after)
     408, 409, 5xx, 529                                         -> Overloaded          server (retryable)
     404 / 400 naming the model (model_not_found, not_found)    -> ModelNotFound       model_not_found
+    400 context_length_exceeded / "prompt is too long"         -> ContextLengthExceeded context_length
     other 4xx                                                  -> ClientRequestError  client
     no answer in time                                          -> ProviderTimeout     timeout
     connect error, broken connection                           -> ProviderUnreachable unreachable
@@ -31,6 +32,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from agent_fleet.errors import (
     ClientRequestError,
+    ContextLengthExceeded,
     MalformedResponse,
     ModelNotFound,
     Overloaded,
@@ -232,9 +234,23 @@ def error_from_status(
         return RateLimited(text, status=status, retry_after=retry_after)
     if status >= 500 or status in (408, 409, 529):
         return Overloaded(text, status=status, retry_after=retry_after)
+    if status in (400, 413) and _context_overflow(code, message):
+        return ContextLengthExceeded(text, status=status)
     if _names_a_model(status, etype, code, message):
         return ModelNotFound(text, status=status)
     return ClientRequestError(text, status=status)
+
+
+def _context_overflow(code: str, message: str) -> bool:
+    """OpenAI: 400 ``context_length_exceeded`` ("This model's maximum context length is ..."); Anthropic:
+    400 ``invalid_request_error`` "prompt is too long: N tokens > M maximum" (or "... exceed context limit")."""
+    lowered = message.lower()
+    return (
+        code == "context_length_exceeded"
+        or "prompt is too long" in lowered
+        or "maximum context length" in lowered
+        or "exceed context limit" in lowered
+    )
 
 
 def _names_a_model(status: int, etype: str, code: str, message: str) -> bool:
