@@ -110,7 +110,11 @@ def test_anthropic_translation_of_a_tool_conversation():
     body = anthropic_body(ChatRequest(model="m", messages=CONVERSATION, tools=(TOOL,), max_tokens=99), "claude-x")
     assert body["system"] == "You review code."
     assert body["max_tokens"] == 99
-    assert body["tools"] == [{"name": "read_file", "description": "Read a file", "input_schema": TOOL.parameters}]
+    # prompt-cache breakpoints: the last tool (tools and system are the stable prefix) and the last block
+    ephemeral = {"type": "ephemeral"}
+    assert body["tools"] == [
+        {"name": "read_file", "description": "Read a file", "input_schema": TOOL.parameters, "cache_control": ephemeral}
+    ]
     roles = [m["role"] for m in body["messages"]]
     assert roles == ["user", "assistant", "user"]  # two tool results merged into one user turn
     assistant = body["messages"][1]["content"]
@@ -119,8 +123,10 @@ def test_anthropic_translation_of_a_tool_conversation():
     results = body["messages"][2]["content"]
     assert results == [
         {"type": "tool_result", "tool_use_id": "c1", "content": "print(1)"},
-        {"type": "tool_result", "tool_use_id": "c2", "content": "print(2)"},
+        {"type": "tool_result", "tool_use_id": "c2", "content": "print(2)", "cache_control": ephemeral},
     ]
+    assert json.dumps(body).count('"cache_control"') == 2  # within Anthropic's four
+    assert "cache_control" not in json.dumps(CONVERSATION)  # the request itself is left as it was
     # and back: the Anthropic request reads as the same neutral conversation
     back = from_anthropic_request(body)
     assert back.messages == CONVERSATION

@@ -117,9 +117,26 @@ def anthropic_body(request: ChatRequest, model: str) -> dict[str, Any]:
         body["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
         ]
+    _cache_breakpoints(body)
     if request.temperature is not None:
         body["temperature"] = request.temperature
     return body
+
+
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def _cache_breakpoints(body: dict[str, Any]) -> None:
+    """Prompt-cache breakpoints on the stable prefix (Anthropic caches tools → system → messages up
+    to a marked block): the last tool, so the toolset and its schema are read from the cache by every
+    turn, and the last block of the conversation, so the next turn reads everything before it (the
+    turns only grow at the end; a prefix under the model's minimum is simply not cached)."""
+    if body.get("tools"):
+        body["tools"][-1]["cache_control"] = dict(_EPHEMERAL)
+    messages = body.get("messages") or []
+    if messages and messages[-1].get("content"):
+        blocks = messages[-1]["content"]
+        blocks[-1] = {**blocks[-1], "cache_control": dict(_EPHEMERAL)}  # a copy: the request stays as it was
 
 
 def anthropic_usage(raw: dict[str, Any] | None) -> Usage:
