@@ -30,46 +30,31 @@ LENDER_PODS = 4
 BORROWER_PODS = 1
 COHORT_PODS = LENDER_PODS + BORROWER_PODS
 
-KUEUE_YAML = f"""
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {{name: default}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {{name: team-a}}
-spec:
-  cohortName: research
-  namespaceSelector: {{}}
-  preemption: {{reclaimWithinCohort: Any}}
-  resourceGroups:
-  - coveredResources: [pods]
-    flavors:
-    - name: default
-      resources: [{{name: pods, nominalQuota: {LENDER_PODS}}}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {{name: team-b}}
-spec:
-  cohortName: research
-  namespaceSelector: {{}}
-  resourceGroups:
-  - coveredResources: [pods]
-    flavors:
-    - name: default
-      resources: [{{name: pods, nominalQuota: {BORROWER_PODS}}}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {{name: team-a, namespace: default}}
-spec: {{clusterQueue: team-a}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {{name: team-b, namespace: default}}
-spec: {{clusterQueue: team-b}}
-"""
+
+def cohort_yaml(queues: dict[str, tuple[int, bool]], priority_classes: dict[str, int] | None = None) -> str:
+    """Kueue objects: one ResourceFlavor, a ClusterQueue per ``name: (nominal pods, reclaims)`` in the
+    cohort ``research`` (``reclaimWithinCohort: Any`` where it reclaims), a LocalQueue of the same name
+    in ``default`` for each, and the WorkloadPriorityClasses given."""
+    docs = ["apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: default}\n"]
+    for name, value in (priority_classes or {}).items():
+        docs.append(f"apiVersion: kueue.x-k8s.io/v1beta2\nkind: WorkloadPriorityClass\nmetadata: {{name: {name}}}\n"
+                    f"value: {value}\n")  # fmt: skip
+    for name, (pods, reclaims) in queues.items():
+        preemption = "  preemption: {reclaimWithinCohort: Any}\n" if reclaims else ""
+        docs.append(
+            f"apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: {name}}}\nspec:\n"
+            f"  cohortName: research\n  namespaceSelector: {{}}\n{preemption}  resourceGroups:\n"
+            f"  - coveredResources: [pods]\n    flavors:\n    - name: default\n"
+            f"      resources: [{{name: pods, nominalQuota: {pods}}}]\n"
+        )
+        docs.append(
+            f"apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {{name: {name}, namespace: default}}\n"
+            f"spec: {{clusterQueue: {name}}}\n"
+        )
+    return "---\n".join(docs)
+
+
+KUEUE_YAML = cohort_yaml({"team-a": (LENDER_PODS, True), "team-b": (BORROWER_PODS, False)})
 
 
 def _usage(ctl: AdmissionController, cluster_queue: str) -> float:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_fleet.testing.serve_process import serve_process as start_serve
 from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
 
 from .conftest import API_KEY, write_lines
@@ -75,25 +75,8 @@ def serve_process(cwd: Path, provider: str, fleet_yaml: str = FLEET_YAML) -> Ite
         GAMMA_TOKEN=TOKEN_C,
         FLEET_ADMIN_TOKEN=ADMIN,
     )
-    cmd = [sys.executable, "-m", "agent_fleet.cli", "serve", "--port", "0", "--config", "fleet.yaml"]
-    proc = subprocess.Popen(
-        [*cmd, "--store", f"sqlite:///{store}"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 60)
-    url = proc.stdout.readline().strip() if ready else ""
-    try:
-        assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.poll() is not None else url
-        yield Served(url, proc, cwd, store)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.communicate(timeout=60)
+    with start_serve(cwd, env, store=f"sqlite:///{store}") as s:
+        yield Served(s.url, s.proc, cwd, store)
 
 
 @pytest.fixture

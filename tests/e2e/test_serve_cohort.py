@@ -24,7 +24,7 @@ from agent_fleet.domain.events import EventType
 from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
 
 from .conftest import Cli, write_lines
-from .test_admission_live import _check_results, _run_events
+from .test_admission_live import _check_results, _run_events, cohort_yaml
 from .test_serve import ADMIN, TOKEN_A, TOKEN_B, Served, _provider_stats, _reset, _wait_ended, serve_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -32,51 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 CAP = 30  # the gateway's one concurrency limit, for every run of the server
 A_NOMINAL, B_NOMINAL = 20, 10
 
-KUEUE_YAML = f"""
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {{name: default}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata: {{name: high}}
-value: 1000
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {{name: team-a}}
-spec:
-  cohortName: research
-  namespaceSelector: {{}}
-  resourceGroups:
-  - coveredResources: [pods]
-    flavors:
-    - name: default
-      resources: [{{name: pods, nominalQuota: {A_NOMINAL}}}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {{name: team-b}}
-spec:
-  cohortName: research
-  namespaceSelector: {{}}
-  preemption: {{reclaimWithinCohort: Any}}
-  resourceGroups:
-  - coveredResources: [pods]
-    flavors:
-    - name: default
-      resources: [{{name: pods, nominalQuota: {B_NOMINAL}}}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {{name: team-a, namespace: default}}
-spec: {{clusterQueue: team-a}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {{name: team-b, namespace: default}}
-spec: {{clusterQueue: team-b}}
-"""
+KUEUE_YAML = cohort_yaml({"team-a": (A_NOMINAL, False), "team-b": (B_NOMINAL, True)}, {"high": 1000})
 
 FLEET_YAML = f"""
 rate_limit: {{baseline_concurrency: {CAP}, adaptive: false}}

@@ -13,10 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import select
-import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -46,6 +42,7 @@ from a2a.utils.errors import TaskNotFoundError
 from aiohttp import web
 
 from agent_fleet.integrations import a2a as fleet_a2a
+from agent_fleet.testing.serve_process import serve_process
 from agent_fleet.testing.sim_provider import SimConfig, sim_provider_process
 
 KEY = "sk-a2a-test-" + "5d2e" * 5
@@ -76,26 +73,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             BETA_TOKEN=TOKEN_B,
             FLEET_ADMIN_TOKEN=ADMIN,
         )
-        cmd = [sys.executable, "-m", "agent_fleet.cli", "serve", "--port", "0", "--config", "fleet.yaml"]
-        proc = subprocess.Popen(
-            [*cmd, "--store", f"sqlite:///{cwd / 'fleet.db'}"],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        url = proc.stdout.readline().strip() if ready else ""
-        try:
-            assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.poll() is not None else url
-            yield url
-        finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-            _out, err = proc.communicate(timeout=60)
-            assert KEY not in err and TOKEN_A not in err and TOKEN_B not in err
+        with serve_process(cwd, env, store=f"sqlite:///{cwd / 'fleet.db'}") as server:
+            yield server.url
+        assert KEY not in server.stderr and TOKEN_A not in server.stderr and TOKEN_B not in server.stderr
 
 
 @contextlib.asynccontextmanager

@@ -144,18 +144,7 @@ class Harness:
             return SessionOutcome(view.session_id, Outcome.PAUSED, "budget")
         except (ProviderError, UnreachableError) as exc:
             await self._recorded(view, recording)
-            await self._emit(
-                view,
-                EventType.MODEL_ERROR,
-                {
-                    "turn": action.turn,
-                    "error": str(exc),
-                    "status": getattr(exc, "status", 0),
-                    "kind": str(error_kind(exc)),
-                    "retried": [str(k) for k in getattr(exc, "retried", ())],
-                    "model": str(getattr(exc, "model", "") or view.model),
-                },
-            )
+            await self._emit(view, EventType.MODEL_ERROR, _model_error(exc, action.turn, view.model))
             raise
         except BaseException:
             recording.cancel()  # the turn may stay unrecorded: wake sends it as a fresh call
@@ -176,15 +165,7 @@ class Harness:
             await self._emit(view, EventType.SESSION_PAUSED, paused)
             return SessionOutcome(view.session_id, Outcome.PAUSED, "budget")
         except (ProviderError, UnreachableError) as exc:
-            error: dict[str, Any] = {
-                "turn": action.turn,
-                "error": str(exc),
-                "status": getattr(exc, "status", 0),
-                "kind": str(error_kind(exc)),
-                "retried": [str(k) for k in getattr(exc, "retried", ())],
-                "model": str(getattr(exc, "model", "") or view.model),
-                "compaction": True,  # the summary call failed, not the turn's request
-            }
+            error = {**_model_error(exc, action.turn, view.model), "compaction": True}  # the summary call failed
             await self._emit(view, EventType.MODEL_ERROR, error)
             raise
         text = (response.content or "").strip()
@@ -279,3 +260,15 @@ class Harness:
     async def _emit_many(self, view: SessionView, events: list[tuple[str, dict[str, Any]]]) -> None:
         for ev in await self._log.emit_events(view.session_id, events):
             view.apply(ev)
+
+
+def _model_error(exc: BaseException, turn: int, model: str) -> dict[str, Any]:
+    """A failed model call as its ``model_error`` event records it."""
+    return {
+        "turn": turn,
+        "error": str(exc),
+        "status": getattr(exc, "status", 0),
+        "kind": str(error_kind(exc)),
+        "retried": [str(k) for k in getattr(exc, "retried", ())],
+        "model": str(getattr(exc, "model", "") or model),
+    }
