@@ -14,7 +14,12 @@ PLANES = ("admission", "aggregate", "brain", "decompose", "dispatch", "hands", "
 PORTS = ("brain", "dispatch", "hands", "session", "spend")
 # Pure value modules a port re-exports from its own plane (no I/O, no third-party imports).
 PORT_VALUES = {
-    "brain": {"agent_fleet.brain.step", "agent_fleet.brain.view", "agent_fleet.brain.protocol"},
+    "brain": {
+        "agent_fleet.brain.step",
+        "agent_fleet.brain.view",
+        "agent_fleet.brain.protocol",
+        "agent_fleet.brain.context",
+    },
     "hands": {"agent_fleet.hands.resources", "agent_fleet.hands.cli_state", "agent_fleet.hands.cli_formats"},
 }
 
