@@ -246,18 +246,9 @@ async def _run_row(log: SessionLog, rec: SessionRecord) -> dict[str, Any]:
 
 def _owner_alive(owner: dict[str, Any]) -> bool:
     """A run stream says ``running`` until it ends; a run whose process is gone was interrupted."""
-    import socket
+    from agent_fleet.engine.records import owner_alive
 
-    pid, host = owner.get("pid"), owner.get("host")
-    if not isinstance(pid, int) or host != socket.gethostname():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return owner_alive(owner)
 
 
 def status_cmd(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
@@ -34,6 +33,7 @@ from agent_fleet.domain.plan import Plan
 from agent_fleet.engine import Engine, RunReport, check_provider, load_run, plan_run
 from agent_fleet.engine.forecasting import forecast_for, learned_prior, observed_latency
 from agent_fleet.engine.planning import plan_goal
+from agent_fleet.engine.records import owner, owner_alive
 from agent_fleet.engine.workforce import Workforce
 from agent_fleet.errors import FleetError, UsageError
 from agent_fleet.options import RunOptions, with_config
@@ -195,7 +195,7 @@ class FleetHost:
         options = await self._raised(run_id, options)
         lease = await self._lease(run_id)
         try:
-            await self.engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": _owner()})
+            await self.engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": owner()})
         except BaseException:
             await _release(lease)
             raise
@@ -219,11 +219,11 @@ class FleetHost:
         for rec in await self.engine.log.list_runs(limit=1000):
             if rec.state not in (SessionState.RUNNING, SessionState.CREATED) or self.active(rec.session_id):
                 continue
-            owner: dict[str, Any] = {}
+            last_owner: dict[str, Any] = {}
             for ev in await self.engine.log.get_events(rec.session_id):
                 if ev.type in (EventType.RUN_CREATED, EventType.RUN_RESUMED):
-                    owner = ev.data.get("owner") or {}
-            if _owner_alive(owner):
+                    last_owner = ev.data.get("owner") or {}
+            if owner_alive(last_owner, not_this_process=True):
                 continue
             try:
                 await self.resume(rec.session_id)
@@ -325,23 +325,3 @@ def _objects(config: FleetConfig, config_path: str | None) -> Any:
 
 def _providers(gateway: Any) -> tuple[Any, ...]:
     return (gateway.provider, *gateway.routes.values())
-
-
-def _owner() -> dict[str, Any]:
-    return {"pid": os.getpid(), "host": socket.gethostname()}
-
-
-def _owner_alive(owner: Mapping[str, Any]) -> bool:
-    """A process of this host that still runs (another host's owner counts as alive: not ours to take)."""
-    pid, host = owner.get("pid"), owner.get("host")
-    if not isinstance(pid, int) or host != socket.gethostname():
-        return True
-    if pid == os.getpid():
-        return False  # this server's earlier self cannot be: a run of ours has a task
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

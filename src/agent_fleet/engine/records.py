@@ -7,7 +7,7 @@ import asyncio
 import os
 import socket
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from agent_fleet.config import load_config
@@ -46,6 +46,24 @@ async def load_run(log: SessionLog, run_id: str) -> tuple[RunOptions, Plan]:
 def owner() -> dict[str, Any]:
     """Which process drives a run, so ``status`` can tell a live run from a crashed one."""
     return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def owner_alive(owner: Mapping[str, Any], *, not_this_process: bool = False) -> bool:
+    """Whether the process an :func:`owner` record names still runs. Another host's counts as alive
+    (not ours to judge), as does one we may not signal. ``not_this_process``: a record naming this
+    very process is an earlier self (a server restarted with the same pid), so gone."""
+    pid, host = owner.get("pid"), owner.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return True
+    if not_this_process and pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 async def create_sessions(
