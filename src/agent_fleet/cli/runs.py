@@ -83,8 +83,6 @@ def deploy_cmd(
         engine_box.append(engine)
         _announce(run_id, engine)
 
-    out_dir = os.path.abspath(out) if out else None
-
     def options() -> RunOptions:
         return RunOptions(
             task=task,
@@ -96,7 +94,7 @@ def deploy_cmd(
             timeout=timeout,
             model=model,
             provider=provider,
-            out_dir=out_dir,
+            out_dir=os.path.abspath(out) if out else None,
             queue=queue,
             priority=priority,
             max_concurrency=_at_least_one("--max-concurrency", max_concurrency),

@@ -9,8 +9,11 @@ class Statements:
     """Every statement, with table names qualified by the configured schema."""
 
     def __init__(self, q: str) -> None:
-        cols = "s.session_id, s.kind, s.run_id, s.state, s.last_seq, s.created_at, s.updated_at, i.info::text"
-        sessions = f"{q}fleet_sessions s LEFT JOIN {q}fleet_session_info i ON i.session_id = s.session_id"
+        self._tables(q)
+        self._writes(q)
+        self._reads(q)
+
+    def _tables(self, q: str) -> None:
         self.schema = f"""
             CREATE TABLE IF NOT EXISTS {q}fleet_meta (key text PRIMARY KEY, value text NOT NULL);
             CREATE TABLE IF NOT EXISTS {q}fleet_sessions (
@@ -46,6 +49,8 @@ class Statements:
                 expires double precision NOT NULL
             );
         """
+
+    def _writes(self, q: str) -> None:
         lease_cols = "run_id, epoch, host, pid, started, heartbeat, expires"
         self.read_lease = f"SELECT {lease_cols} FROM {q}fleet_leases WHERE run_id = $1"
         self.insert_lease = (
@@ -92,6 +97,10 @@ class Statements:
             f"INSERT INTO {q}fleet_snapshots (key, data, updated_at) VALUES ($1, $2::text::jsonb, $3) "
             "ON CONFLICT (key) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
         )
+
+    def _reads(self, q: str) -> None:
+        cols = "s.session_id, s.kind, s.run_id, s.state, s.last_seq, s.created_at, s.updated_at, i.info::text"
+        sessions = f"{q}fleet_sessions s LEFT JOIN {q}fleet_session_info i ON i.session_id = s.session_id"
         self.get_snapshot = f"SELECT data::text FROM {q}fleet_snapshots WHERE key = $1"
         self.select_session = f"SELECT {cols} FROM {sessions} WHERE s.session_id = $1"
         self.select_sessions_any = f"SELECT {cols} FROM {sessions} WHERE s.session_id = ANY($1::text[])"
