@@ -50,6 +50,7 @@ __all__ = [
     "ProviderError",
     "ProviderTimeout",
     "ProviderUnreachable",
+    "OutOfQuota",
     "QuotaExhausted",
     "RateLimited",
     "RunOwned",
@@ -156,7 +157,14 @@ class Overloaded(ProviderError):
 
 
 class QuotaExhausted(ProviderError):
-    pass
+    """The account is out of quota or credits for a model (``insufficient_quota``, a billing refusal)."""
+
+
+class OutOfQuota(QuotaExhausted):
+    """Out of quota with no route left to another model: no session can go on until the account is
+    topped up, so the run stops (exit 4, resumable) instead of failing every session in turn."""
+
+    exit_code = 4
 
 
 class ProviderAuthError(ProviderError):

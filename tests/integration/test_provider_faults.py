@@ -171,10 +171,11 @@ async def test_each_fault_is_counted_under_its_own_kind_everywhere(workdir: Path
         assert written["errors"] == summary_errors
         assert report.summary["errors"] == summary_errors
         assert written["sessions"]["failed"] == 2 and written["status"] != "completed"
-    if fault in (ErrorKind.AUTH, ErrorKind.FORBIDDEN):  # refused credentials stop the run, resumable
+    if fault in (ErrorKind.AUTH, ErrorKind.FORBIDDEN, ErrorKind.QUOTA):  # no session can go on: the run stops
         assert stopped is not None and stopped.exit_code == 4
         status = FAULTS[fault][0]
-        assert "refused the credentials: 127.0.0.1" in str(stopped) and f"answered {status}" in str(stopped)
+        what = "is out of quota" if fault == ErrorKind.QUOTA else "refused the credentials"
+        assert f"{what}: 127.0.0.1" in str(stopped) and f"answered {status}" in str(stopped), str(stopped)
         assert "\n" not in str(stopped) and KEY not in str(stopped)
         async with open_store(store) as log:
             assert not [r for r in await log.list_sessions(run_id) if r.state.terminal]

@@ -34,7 +34,14 @@ from agent_fleet.domain.accounts import AccountScope
 from agent_fleet.domain.errors import error_kind
 from agent_fleet.domain.model import ChatRequest, ChatResponse, EmbeddingResult
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import BudgetExhausted, Overloaded, ProviderDown, ProviderUnreachable, QuotaExhausted
+from agent_fleet.errors import (
+    BudgetExhausted,
+    OutOfQuota,
+    Overloaded,
+    ProviderDown,
+    ProviderUnreachable,
+    QuotaExhausted,
+)
 from agent_fleet.spend.breaker import BreakerConfig, CircuitBreaker
 from agent_fleet.spend.budget import UNSET, Account, BudgetBook
 from agent_fleet.spend.call import CallSlot, Lane
@@ -287,7 +294,25 @@ class Gateway:
         return self.estimator.estimate(model, request)
 
     async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
-        """One model call for ``session_id``; with a router, failures fall back along the declared chain."""
+        """One model call for ``session_id``; with a router, failures fall back along the declared chain.
+        Out of quota with nowhere left to go stops the run: :class:`OutOfQuota`, and the provider's
+        health says so (``provider_down``)."""
+        try:
+            return await self._complete_routed(session_id, request)
+        except QuotaExhausted as exc:
+            if isinstance(exc, OutOfQuota):
+                raise
+            raise self._out_of_quota(request.model, exc) from None
+
+    def _out_of_quota(self, model: str, exc: QuotaExhausted) -> OutOfQuota:
+        lane = self._lanes.get(self.provider_for(model).name)
+        out = OutOfQuota(str(exc), status=exc.status)
+        out.retried, out.model = getattr(exc, "retried", ()), getattr(exc, "model", model)  # type: ignore[attr-defined]
+        if lane is not None and lane.health is not None and lane.health.refused is None:
+            lane.health.refused = f"provider {lane.health.name} is out of quota: {exc}; the run is resumable"
+        return out
+
+    async def _complete_routed(self, session_id: str, request: ChatRequest) -> ChatResponse:
         if self.router is None:
             return await self._complete_once(session_id, request)
         tried: set[str] = set()

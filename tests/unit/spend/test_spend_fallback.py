@@ -10,7 +10,7 @@ from agent_fleet.clock import VirtualClock
 from agent_fleet.config import parse_config
 from agent_fleet.domain.model import ChatRequest
 from agent_fleet.domain.usage import Usage
-from agent_fleet.errors import BudgetExhausted, ConfigError, QuotaExhausted
+from agent_fleet.errors import BudgetExhausted, ConfigError, OutOfQuota, QuotaExhausted
 from agent_fleet.spend.factory import build_gateway
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.providers import AnthropicProvider, OpenAIProvider
@@ -76,6 +76,32 @@ async def test_quota_exhausted_falls_back_along_the_declared_chain():
     ]
     await gw.complete("s1", REQ)  # the exhausted model is skipped without being called again
     assert deep.calls == 1 and fast.calls == 2
+
+
+async def test_out_of_quota_with_no_route_left_stops_the_run() -> None:
+    """Both models out of quota: no session can go on, so the call raises OutOfQuota (exit 4) and the
+    provider's health names it, which stops the run (resumable) instead of failing every session."""
+    clock = VirtualClock()
+    gw, fast, deep, _ = two_models(clock)
+    assert gw.provider_down() is None
+    deep.script = [QuotaExhausted("insufficient_quota", status=429)]
+    fast.script = [QuotaExhausted("insufficient_quota", status=429)]
+    with pytest.raises(OutOfQuota) as raised:
+        await gw.complete("s1", REQ)
+    assert raised.value.exit_code == 4 and raised.value.status == 429
+    assert (deep.calls, fast.calls) == (1, 1)  # the declared fallback was tried first
+    down = gw.provider_down()
+    assert down is not None and "is out of quota: insufficient_quota" in str(down) and down.exit_code == 4
+
+
+async def test_out_of_quota_without_a_router_stops_the_run() -> None:
+    clock = VirtualClock()
+    only = FakeProvider(clock, name="openai", model="gpt-4.1-mini", usage=Usage(10, 5))
+    gw = Gateway(only, clock=clock, estimate_prompt=lambda r: 10)
+    only.script = [QuotaExhausted("insufficient_quota", status=429)]
+    with pytest.raises(OutOfQuota):
+        await gw.complete("s1", ChatRequest(model="gpt-4.1-mini", messages=[{"role": "user", "content": "x"}]))
+    assert gw.provider_down() is not None
 
 
 async def test_a_model_budget_falls_back_but_a_session_budget_pauses():
