@@ -42,7 +42,8 @@ async def open_engine(
     build the provider and the gateway; shut everything down on exit."""
     # What the flags left unset comes from fleet.yaml (the phase API may pass bare options).
     options = with_config(options, load_config(options.config_path))
-    log = open_store(resolve_store_url(store_url))
+    url = resolve_store_url(store_url)
+    log = open_store(url)
     await log.open()
     try:
         lease = await LeaseKeeper.take(log, run_id, wait=wait, ttl=_lease_ttl())
@@ -66,6 +67,11 @@ async def open_engine(
             agent_cmd=options.agent_cmd,
             agent_format=options.agent_format,
             timeout=options.timeout,
+            # the Ray executor's hook: harnesses on a cluster's nodes (dispatch.executor)
+            executor=options.executor or "local",
+            store_url=url,
+            run_epoch=lease.lease.epoch,
+            model=options.model,
         )
     except BaseException:
         await gateway.aclose()
