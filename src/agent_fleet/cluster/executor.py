@@ -73,6 +73,7 @@ class RayExecutor:
         self._run_epoch = run_epoch
         self._clock = clock
         self._pools: list[RayWorkerPool] = []
+        self.bodies: list[RayBody] = []
         self._watch: asyncio.Task[None] | None = None
         self._holder = this_process()
 
@@ -138,7 +139,7 @@ class RayExecutor:
     def body(self, pool: RayWorkerPool, limits: Limits, input_root: str | None) -> RayBody:
         exc = self._ray.exceptions
         lost = (exc.RayActorError, exc.WorkerCrashedError, exc.NodeDiedError, exc.ObjectLostError, exc.RaySystemError)
-        return RayBody(
+        body = RayBody(
             workers=self.workers,
             pool=pool,
             fence=self._bump,
@@ -150,6 +151,8 @@ class RayExecutor:
             lost_errors=lost,
             cancel=self._cancel,
         )
+        self.bodies.append(body)
+        return body
 
     async def _bump(self, session_id: str) -> int:
         return await bump_attempt_fence(self._store, session_id, self._holder, now=time.time())

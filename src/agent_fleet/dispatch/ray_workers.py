@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,6 +199,7 @@ class RayBody:
         self._root = input_root
         self._lost_errors = lost_errors  # what awaiting a dead actor raises (ray.exceptions.RayActorError, ...)
         self._cancel = cancel
+        self.placed: Counter[str] = Counter()  # attempts started, by node worker
 
     async def __call__(self, attempt: Attempt) -> SessionOutcome:
         sid, wid = attempt.session_id, attempt.lease.worker_id
@@ -215,6 +217,7 @@ class RayBody:
             input_root=self._root,
         )
         ref = worker.actor.run.remote(order)
+        self.placed[wid] += 1
         try:
             with attempt.progress.bounded_wait():  # the node's own progress is its writes, not seen here
                 answer = await ref

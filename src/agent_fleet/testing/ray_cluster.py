@@ -21,8 +21,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LocalRayCluster", "RayNode"]
+__all__ = ["LOOPBACK", "LocalRayCluster", "RayNode"]
 
+# Ray turns 127.0.0.1 into the machine's outward address; another loopback address it keeps as given,
+# so every node, the driver and the gateway service talk over loopback only.
+LOOPBACK = "127.0.0.2"
 _FAST_FAILURE = '{"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_timeout_ms": 500}'
 
 
@@ -58,14 +61,14 @@ class LocalRayCluster:
         memory: int = 2 * 1024**3,
         resources: str | None = None,
     ) -> LocalRayCluster:
-        """A head (``head_cpus``: 0 keeps sessions off it) and ``workers`` worker nodes, all on 127.0.0.1.
+        """A head (``head_cpus``: 0 keeps sessions off it) and ``workers`` worker nodes, all on a loopback address.
         Ray declares a silent node dead after about two seconds (fast health checks)."""
         cluster = cls(Path(tempfile.mkdtemp(prefix="fleet-ray-")))
         try:
             port = _free_port()
             head = ["--head", "--port", str(port), "--system-config", _FAST_FAILURE]
             cluster._start_node("head", head, cpus=head_cpus, memory=memory)
-            cluster.address = f"127.0.0.1:{port}"  # loopback only, whatever address Ray prints
+            cluster.address = f"{LOOPBACK}:{port}"
             for i in range(workers):
                 extra = ["--address", cluster.address]
                 if resources:
@@ -80,7 +83,7 @@ class LocalRayCluster:
         ray = str(Path(sys.executable).with_name("ray"))
         args = [
             ray, "start", *extra,
-            "--node-ip-address", "127.0.0.1",
+            "--node-ip-address", LOOPBACK,
             "--num-cpus", str(cpus),
             "--memory", str(memory),
             "--object-store-memory", str(80 * 1024**2),
