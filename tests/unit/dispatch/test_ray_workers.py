@@ -170,3 +170,25 @@ def _clock() -> Any:
     from agent_fleet.clock import RealClock
 
     return RealClock()
+
+
+def test_the_executor_setting_is_checked_before_anything_runs() -> None:
+    import pytest
+
+    from agent_fleet.config import FleetConfig, check_executor
+    from agent_fleet.errors import UsageError
+    from agent_fleet.options import RunOptions, with_config
+
+    for ok in ("local", "ray:auto", "ray://10.0.0.5:6379", "ray://head.example:10001"):
+        assert check_executor(ok) == ok
+    for bad in ("ray", "ray://", "ray://head", "ray://head:port", "ray://head:70000", "kubernetes"):
+        with pytest.raises(ValueError, match="executor must be local, ray:auto or ray://HOST:PORT"):
+            check_executor(bad)
+    with pytest.raises(UsageError, match=r"^--executor: executor must be"):
+        RunOptions(task="t", executor="ray:nowhere")
+    config = FleetConfig.model_validate({"dispatch": {"executor": "ray:auto", "ray": {"num_cpus": 0.5}}})
+    assert config.dispatch.ray.num_cpus == 0.5
+    assert with_config(RunOptions(task="t"), config).executor == "ray:auto"
+    assert with_config(RunOptions(task="t", executor="local"), config).executor == "local"  # the flag wins
+    with pytest.raises(ValueError, match="executor must be"):
+        FleetConfig.model_validate({"dispatch": {"executor": "ray://nowhere"}})
