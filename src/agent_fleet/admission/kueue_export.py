@@ -178,46 +178,47 @@ def _selector(selector: LabelSelector | None) -> dict[str, Any] | None:
     return out
 
 
+def _differing(fields: Sequence[tuple[str, Any, Any]]) -> dict[str, Any]:
+    """The ``(field, value, Kueue's default)`` whose value is not the default, by field."""
+    return {name: value for name, value, default in fields if value != default}
+
+
 def _cluster_queue(cq: ClusterQueue) -> dict[str, Any]:
     kind = "ClusterQueue"
     spec: dict[str, Any] = {}
     if cq.cohort is not None:
         spec["cohortName"] = _name(kind, cq.name, cq.cohort, "spec.cohortName")
     spec["namespaceSelector"] = _selector(cq.namespace_selector)
-    if cq.queueing_strategy != BEST_EFFORT_FIFO:
-        spec["queueingStrategy"] = cq.queueing_strategy
+    spec |= _differing([("queueingStrategy", cq.queueing_strategy, BEST_EFFORT_FIFO)])
     if cq.resource_groups:
         spec["resourceGroups"] = _groups(kind, cq.name, cq.resource_groups)
-    pre = cq.preemption
-    preemption: dict[str, Any] = {}
-    if pre.within_cluster_queue != "Never":
-        preemption["withinClusterQueue"] = pre.within_cluster_queue
-    if pre.reclaim_within_cohort != "Never":
-        preemption["reclaimWithinCohort"] = pre.reclaim_within_cohort
-    borrow: dict[str, Any] = {}
-    if pre.borrow_within_cohort != "Never":
-        borrow["policy"] = pre.borrow_within_cohort
-    if pre.max_priority_threshold is not None:
-        threshold = pre.max_priority_threshold
-        borrow["maxPriorityThreshold"] = _int32(kind, cq.name, threshold, "spec.preemption.borrowWithinCohort")
-    if borrow:
-        preemption["borrowWithinCohort"] = borrow
-    if preemption:
-        spec["preemption"] = preemption
-    fung = cq.flavor_fungibility
-    fungibility: dict[str, Any] = {}
-    if fung.when_can_borrow != "MayStopSearch":
-        fungibility["whenCanBorrow"] = fung.when_can_borrow
-    if fung.when_can_preempt != "TryNextFlavor":
-        fungibility["whenCanPreempt"] = fung.when_can_preempt
-    if fung.preference is not None:
-        fungibility["preference"] = fung.preference
-    if fungibility:
-        spec["flavorFungibility"] = fungibility
-    if cq.stop_policy != "None":
-        spec["stopPolicy"] = cq.stop_policy
-    if cq.fair_weight != 1.0:
-        spec["fairSharing"] = {"weight": _decimal(cq.fair_weight)}
+    pre, fung = cq.preemption, cq.flavor_fungibility
+    threshold = pre.max_priority_threshold
+    if threshold is not None:
+        _int32(kind, cq.name, threshold, "spec.preemption.borrowWithinCohort.maxPriorityThreshold")
+    borrow = _differing([("policy", pre.borrow_within_cohort, "Never"), ("maxPriorityThreshold", threshold, None)])
+    preemption = _differing(
+        [
+            ("withinClusterQueue", pre.within_cluster_queue, "Never"),
+            ("reclaimWithinCohort", pre.reclaim_within_cohort, "Never"),
+            ("borrowWithinCohort", borrow, {}),
+        ]
+    )
+    fungibility = _differing(
+        [
+            ("whenCanBorrow", fung.when_can_borrow, "MayStopSearch"),
+            ("whenCanPreempt", fung.when_can_preempt, "TryNextFlavor"),
+            ("preference", fung.preference, None),
+        ]
+    )
+    spec |= _differing(
+        [
+            ("preemption", preemption, {}),
+            ("flavorFungibility", fungibility, {}),
+            ("stopPolicy", cq.stop_policy, "None"),
+            ("fairSharing", {"weight": _decimal(cq.fair_weight)}, {"weight": 1}),
+        ]
+    )
     return _object(kind, cq.name, spec=spec)
 
 
@@ -227,8 +228,7 @@ def _cohort(cohort: Cohort) -> dict[str, Any]:
         spec["parentName"] = _name("Cohort", cohort.name, cohort.parent, "spec.parentName")
     if cohort.resource_groups:
         spec["resourceGroups"] = _groups("Cohort", cohort.name, cohort.resource_groups)
-    if cohort.fair_weight != 1.0:
-        spec["fairSharing"] = {"weight": _decimal(cohort.fair_weight)}
+    spec |= _differing([("fairSharing", {"weight": _decimal(cohort.fair_weight)}, {"weight": 1})])
     return _object("Cohort", cohort.name, spec=spec)
 
 
