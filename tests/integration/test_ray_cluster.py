@@ -138,3 +138,24 @@ async def test_a_killed_worker_node_loses_nothing_and_writes_nothing_late(
                     sid,
                     [x.type for x in events],
                 )
+
+
+def test_a_bad_executor_is_one_line_and_exit_2_before_anything_is_recorded(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    items = tmp_path / "items.txt"
+    items.write_text("a\nb\n")
+    env = {**os.environ, "FLEET_API_KEY": "sk-x", "FLEET_BASE_URL": "http://127.0.0.1:9/v1"}
+    store = f"sqlite:///{tmp_path / 'fleet.db'}"
+    for executor, says in (
+        ("ray:nowhere", "--executor: executor must be local, ray:auto or ray://HOST:PORT"),
+        ("ray://127.0.0.2:9", "the Ray executor needs the session log in PostgreSQL"),
+    ):
+        args = ["deploy", "--task", "t", "--input", str(items), "--store", store, "--executor", executor]
+        proc = subprocess.run(
+            [sys.executable, "-m", "agent_fleet.cli", *args], capture_output=True, text=True, env=env, cwd=tmp_path
+        )
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0], proc.stderr

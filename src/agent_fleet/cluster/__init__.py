@@ -9,4 +9,13 @@ body); :mod:`~agent_fleet.cluster.node` is what runs on each node. The dispatche
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from agent_fleet.errors import ConfigError
+
+__all__ = ["check_store"]
+
+
+def check_store(executor: str | None, store_url: str) -> None:
+    """A Ray executor's nodes share the session log: it must be PostgreSQL (ConfigError, exit 2, before
+    anything is recorded)."""
+    if executor not in (None, "local") and not store_url.startswith(("postgresql:", "postgres:")):
+        raise ConfigError("the Ray executor needs the session log in PostgreSQL (--store postgresql://...)")

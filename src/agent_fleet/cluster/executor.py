@@ -25,6 +25,7 @@ from typing import Any
 
 from agent_fleet.brain.port import Limits
 from agent_fleet.clock import Clock
+from agent_fleet.cluster import check_store
 from agent_fleet.cluster.node import NodeSetup, NodeWorkerActor
 from agent_fleet.config import FleetConfig
 from agent_fleet.dispatch.health import HealthConfig
@@ -91,8 +92,7 @@ class RayExecutor:
         default_model: str,
         clock: Clock,
     ) -> RayExecutor:
-        if not store_url.startswith(("postgresql:", "postgres:")):
-            raise ConfigError("the Ray executor needs the session log in PostgreSQL (--store postgresql://...)")
+        check_store(executor, store_url)
         import ray
 
         address = ray_address(executor)

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from agent_fleet.clock import Clock
+from agent_fleet.cluster import check_store
 from agent_fleet.config import load_config
 from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.engine.core import Engine
@@ -43,6 +44,7 @@ async def open_engine(
     # What the flags left unset comes from fleet.yaml (the phase API may pass bare options).
     options = with_config(options, load_config(options.config_path))
     url = resolve_store_url(store_url)
+    check_store(options.executor, url)  # the Ray executor's hook: its nodes share the log
     log = open_store(url)
     await log.open()
     try:
