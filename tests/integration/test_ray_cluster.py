@@ -130,11 +130,12 @@ async def test_a_killed_worker_node_loses_nothing_and_writes_nothing_late(
     lost_workers = {e.data["worker"] for _, e in failed}
     assert len(lost_workers) == 1
     for sid, events in by_session.items():
-        # after the engine declared an attempt lost, the next write is the next attempt's first: its start,
-        # or the charge of the call the lost attempt had in flight, which it is about to send again
+        # after the engine declared an attempt lost, the next write is the next attempt's first: its start
+        # (started, if the lost one wrote nothing), or the charge of the call the lost attempt had in flight
+        first = (EventType.SESSION_STARTED, EventType.SESSION_RESUMED, EventType.MODEL_RESENT)
         for i, e in enumerate(events):
             if e.type == EventType.ATTEMPT_FAILED and i + 1 < len(events):
-                assert events[i + 1].type in (EventType.SESSION_RESUMED, EventType.MODEL_RESENT), (
+                assert events[i + 1].type in first, (
                     sid,
                     [x.type for x in events],
                 )
