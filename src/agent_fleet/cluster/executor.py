@@ -77,6 +77,7 @@ class RayExecutor:
         self.bodies: list[RayBody] = []
         self._watch: asyncio.Task[None] | None = None
         self._holder = this_process()
+        self.node_cpu_s = 0.0  # CPU seconds the node workers used, read as they are stopped
 
     @classmethod
     async def open(
@@ -193,6 +194,10 @@ class RayExecutor:
         closing = [w.actor.close.remote() for w in self.workers.values()]
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), 10.0)
+        used = [w.actor.cpu_seconds.remote() for w in self.workers.values()]
+        with contextlib.suppress(Exception):
+            spent = await asyncio.wait_for(asyncio.gather(*used, return_exceptions=True), 10.0)
+            self.node_cpu_s = sum(x for x in spent if isinstance(x, float))
         for w in self.workers.values():
             with contextlib.suppress(Exception):
                 self._ray.kill(w.actor)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import socket
 import tempfile
 from dataclasses import dataclass
@@ -68,6 +69,11 @@ class NodeWorkerActor:
 
     async def ping(self) -> int:
         return self.attempts
+
+    def cpu_seconds(self) -> float:
+        """CPU time this worker's process has used (user + system)."""
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
 
     async def _open(self) -> None:
         async with self._opening:

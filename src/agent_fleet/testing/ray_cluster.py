@@ -1,8 +1,9 @@
 """A local Ray cluster on loopback for tests and benchmarks: a head and worker nodes, each a
 ``ray start`` of its own in a process group of its own, under a temp directory of its own.
 
-Every process a node starts (its raylet, its workers, the head's GCS) stays in that node's process
-group, so :meth:`LocalRayCluster.kill_node` kills one node — raylet and workers — at once, and
+Every process a node starts stays in that node's process group (its raylet, its agents, the head's
+GCS) or descends from one that does (the workers the raylet starts, in groups of their own), so
+:meth:`LocalRayCluster.kill_node` kills one node — raylet and workers — at once, and
 :meth:`LocalRayCluster.stop` ends exactly the processes this cluster started (never ``ray stop``,
 which would end every Ray process of the user). Ports are picked free; the dashboard is off.
 """
@@ -21,12 +22,33 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LOOPBACK", "LocalRayCluster", "RayNode"]
+__all__ = ["LOOPBACK", "LocalRayCluster", "RayNode", "node_processes"]
 
 # Ray turns 127.0.0.1 into the machine's outward address; another loopback address it keeps as given,
 # so every node, the driver and the gateway service talk over loopback only.
 LOOPBACK = "127.0.0.2"
 _FAST_FAILURE = '{"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_timeout_ms": 500}'
+
+
+def node_processes(pgid: int) -> list[int]:
+    """The live processes of a node: those in its process group and every descendant of them."""
+    parents: dict[int, int] = {}
+    groups: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)], groups[int(entry)] = int(fields[1]), int(fields[2])
+    found = {pid for pid, group in groups.items() if group == pgid}
+    grew = True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in found} - found
+        found |= more
+        grew = bool(more)
+    return sorted(found)
 
 
 def _free_port() -> int:
@@ -116,9 +138,11 @@ class LocalRayCluster:
         return [n for n in self.nodes if n.name != "head" and not n.stopped]
 
     def kill_node(self, node: RayNode, sig: int = signal.SIGKILL) -> None:
-        """Signal every process of one node (its raylet and its workers) at once."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(node.pgid, sig)
+        """Signal every process of one node at once: its process group (the raylet, its agents) and
+        the workers the raylet started, which Ray puts in process groups of their own."""
+        for pid in node_processes(node.pgid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
         if sig == signal.SIGKILL:
             node.stopped = True
 
