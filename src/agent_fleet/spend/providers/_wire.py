@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import orjson
 from httpx_aiohttp import AiohttpTransport
 
 from agent_fleet.errors import (
@@ -50,6 +51,8 @@ __all__ = [
     "SignalSink",
     "connection_error",
     "answer_of",
+    "dump_json",
+    "load_json",
     "error_from_response",
     "error_from_status",
     "host_of",
@@ -278,12 +281,30 @@ def connection_error(host: str, *, timed_out: bool, sent: bool, cause: str) -> P
     return err
 
 
+def dump_json(value: Any) -> bytes:
+    """A request body. orjson is several times faster than ``json`` on a conversation-sized body (the
+    bodies differ only in whitespace and in non-ASCII text sent as UTF-8); what orjson will not write
+    (an integer wider than 64 bits, a key that is not a string) goes through ``json``."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value).encode()
+
+
+def load_json(body: bytes) -> Any:
+    """A response body; what orjson refuses (NaN, an integer wider than 64 bits) gets ``json``'s reading."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
 def answer_of(host: str, body: bytes, *, api: str, key: str) -> dict[str, Any]:
     """A 200's JSON body, which must be an object whose ``key`` is a non-empty list (``choices`` of a
     chat completion, ``content`` of a Message); anything else — HTML from a proxy, another API's JSON —
     is a :class:`MalformedResponse`, never an empty answer."""
     try:
-        data = json.loads(body)
+        data = load_json(body)
     except (ValueError, UnicodeDecodeError):
         start = body[:60].decode("utf-8", "replace").strip().replace("\n", " ")
         raise MalformedResponse(f"{host} answered 200 with a body that is not JSON ({start!r})", status=200) from None

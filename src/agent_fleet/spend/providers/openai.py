@@ -16,7 +16,7 @@ from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSp
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import MalformedResponse
 from agent_fleet.spend.providers._base import HttpProvider
-from agent_fleet.spend.providers._wire import SignalSink, answer_of
+from agent_fleet.spend.providers._wire import SignalSink, answer_of, dump_json
 
 __all__ = [
     "MAX_EMBEDDING_BATCH",
@@ -183,7 +183,7 @@ class OpenAIProvider(HttpProvider):
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
-        payload = json.dumps(openai_body(request, model, max_tokens_field=self._max_field)).encode()
+        payload = dump_json(openai_body(request, model, max_tokens_field=self._max_field))
         body = await self._post_json(self.raw_path, payload, model)
         return openai_response(answer_of(self.host, body, api="an OpenAI chat completion", key="choices"), model)
 
