@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -105,6 +106,7 @@ def make_client(
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
+@lru_cache(maxsize=512)  # read off every answer; a provider repeats the same few values ("1s", "6m0s")
 def parse_duration(text: str) -> float | None:
     """OpenAI reset durations: ``1s``, ``6m0s``, ``12ms``, ``1h2m3.5s``; plain numbers are seconds."""
     text = text.strip()
