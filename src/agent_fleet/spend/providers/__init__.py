@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from agent_fleet.errors import ConfigError
+from agent_fleet.spend.providers._base import ProviderOptions
 from agent_fleet.spend.providers._wire import ProviderTimeout, RateSignals, SignalSink
 from agent_fleet.spend.providers.anthropic import AnthropicProvider
 from agent_fleet.spend.providers.openai import OpenAIProvider
@@ -87,23 +88,15 @@ def build_provider(
     kind = provider_kind(kind_or_url if base_url is None else (kind_or_url or base_url), model=model)
     url = base_url or resolve_base_url(kind_or_url, env)
     key = api_key or resolve_api_key(kind, env, base_url=url)
-    if kind == "anthropic":
-        return AnthropicProvider(
-            api_key=key,
-            base_url=url or "https://api.anthropic.com/v1",
-            model=model or "claude-sonnet-4-5",
-            timeout=timeout,
-            max_connections=max_connections,
-            name=name or "anthropic",
-            on_signals=on_signals,
-        )
-    return OpenAIProvider(
+    options = ProviderOptions(
         api_key=key,
-        base_url=url or "https://api.openai.com/v1",
-        model=model or "gpt-4.1-mini",
+        base_url=url,
+        model=model,
         timeout=timeout,
         max_connections=max_connections,
-        name=name or "openai",
+        name=name,
         on_signals=on_signals,
-        responses_api=responses_api,
     )
+    if kind == "anthropic":
+        return AnthropicProvider(**options)
+    return OpenAIProvider(**options, responses_api=responses_api)
