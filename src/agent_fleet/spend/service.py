@@ -117,13 +117,11 @@ class GatewayService:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._openai)
-        app.router.add_post("/chat/completions", self._openai)
-        app.router.add_post("/v1/responses", self._responses)
-        app.router.add_post("/responses", self._responses)
+        for prefix in ("/v1", ""):  # the OpenAI paths also answer on the root, for a base URL without /v1
+            app.router.add_post(prefix + "/chat/completions", self._openai)
+            app.router.add_post(prefix + "/responses", self._responses)
+            app.router.add_post(prefix + "/embeddings", self._embeddings)
         app.router.add_post("/v1/messages", self._anthropic)
-        app.router.add_post("/v1/embeddings", self._embeddings)
-        app.router.add_post("/embeddings", self._embeddings)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/healthz", self._health)
