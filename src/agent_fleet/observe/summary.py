@@ -28,16 +28,16 @@ from agent_fleet.domain.usage import Usage
 if TYPE_CHECKING:
     from agent_fleet.session.port import SessionLog
 
-__all__ = ["FIGURE_EVENTS", "RunFigures", "read_run_figures", "run_figures"]
+__all__ = ["RunFigures", "read_run_figures", "run_figures"]
 
-# The agent-session events :func:`run_figures` reads (a caller may fetch only these).
-FIGURE_EVENTS = (
+# The agent-session events :func:`run_figures` reads (:func:`read_run_figures` fetches only these).
+_FIGURE_EVENTS = [
     EventType.MODEL_RESPONSE,
     EventType.CONTEXT_COMPACTED,
     EventType.MODEL_ERROR,
     EventType.RESULT_ITEM,
     EventType.ATTEMPT_FAILED,
-)
+]
 
 
 @dataclass(slots=True)
@@ -133,7 +133,7 @@ async def read_run_figures(log: SessionLog, run_id: str) -> dict[str, Any]:
     """A run's figures as ``status RUN`` shows them: the summary's figures, with ``sessions`` counted
     by each state as stored and the number of ``partitions``."""
     sessions = await log.list_sessions(run_id)
-    events = await log.events_of_run(run_id, list(FIGURE_EVENTS))
+    events = await log.events_of_run(run_id, _FIGURE_EVENTS)
     figures = run_figures(sessions, events, await log.get_events(run_id)).to_summary()
     by_state = Counter(str(s.state) for s in sessions)
     return {**figures, "sessions": dict(by_state), "partitions": len(sessions)}
