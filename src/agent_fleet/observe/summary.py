@@ -34,6 +34,7 @@ __all__ = ["RunFigures", "read_run_figures", "run_figures"]
 _FIGURE_EVENTS = [
     EventType.MODEL_RESPONSE,
     EventType.CONTEXT_COMPACTED,
+    EventType.MODEL_RESENT,
     EventType.MODEL_ERROR,
     EventType.RESULT_ITEM,
     EventType.ATTEMPT_FAILED,
