@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Unpack
 from urllib.parse import urlsplit
 
 from agent_fleet.errors import ConfigError
-from agent_fleet.spend.providers._base import ProviderOptions
-from agent_fleet.spend.providers._wire import ProviderTimeout, RateSignals, SignalSink
+from agent_fleet.spend.providers._base import ProviderSettings
+from agent_fleet.spend.providers._wire import ProviderTimeout, RateSignals
 from agent_fleet.spend.providers.anthropic import AnthropicProvider
 from agent_fleet.spend.providers.openai import OpenAIProvider
 
@@ -74,29 +75,18 @@ def build_provider(
     api_key: str | None = None,
     model: str | None = None,
     base_url: str | None = None,
-    timeout: float = 120.0,
-    max_connections: int = 64,
-    name: str | None = None,
-    on_signals: SignalSink | None = None,
     env: Mapping[str, str] | None = None,
     responses_api: bool | None = None,
+    **settings: Unpack[ProviderSettings],
 ) -> HttpProvider:
-    """A provider from ``--provider`` (``openai``, ``anthropic`` or a URL) plus optional overrides.
+    """A provider from ``--provider`` (``openai``, ``anthropic`` or a URL) plus optional overrides;
+    ``settings`` (``timeout``, ``max_connections``, ``name``, ``on_signals``) go to it as given.
 
     ``base_url`` wins over a URL in ``kind_or_url``, which wins over ``FLEET_BASE_URL``.
     """
     kind = provider_kind(kind_or_url if base_url is None else (kind_or_url or base_url), model=model)
     url = base_url or resolve_base_url(kind_or_url, env)
     key = api_key or resolve_api_key(kind, env, base_url=url)
-    options = ProviderOptions(
-        api_key=key,
-        base_url=url,
-        model=model,
-        timeout=timeout,
-        max_connections=max_connections,
-        name=name,
-        on_signals=on_signals,
-    )
     if kind == "anthropic":
-        return AnthropicProvider(**options)
-    return OpenAIProvider(**options, responses_api=responses_api)
+        return AnthropicProvider(api_key=key, base_url=url, model=model, **settings)
+    return OpenAIProvider(api_key=key, base_url=url, model=model, responses_api=responses_api, **settings)

@@ -15,21 +15,26 @@ import httpx
 from agent_fleet.spend.providers._fast import JsonPoster
 from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, post
 
-__all__ = ["HttpProvider", "ProviderOptions"]
+__all__ = ["HttpProvider", "ProviderOptions", "ProviderSettings"]
 
 _CREDENTIALS = frozenset({"authorization", "x-api-key", "api-key"})
 
 
-class ProviderOptions(TypedDict, total=False):
+class ProviderSettings(TypedDict, total=False):
+    """What a provider is built with beyond its endpoint, model and key."""
+
+    timeout: float
+    max_connections: int
+    name: str | None
+    on_signals: SignalSink | None
+
+
+class ProviderOptions(ProviderSettings, total=False):
     """What every provider is built with (the keywords of :class:`HttpProvider`)."""
 
     api_key: Required[str]
     base_url: str | None
     model: str | None
-    timeout: float
-    max_connections: int
-    name: str | None
-    on_signals: SignalSink | None
 
 
 class HttpProvider:
