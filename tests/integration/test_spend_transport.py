@@ -151,20 +151,25 @@ async def test_an_answer_that_ends_with_its_connection_is_read_and_the_next_call
     assert raw.connections == 2
 
 
-async def test_error_statuses_map_with_their_headers_and_the_key_is_scrubbed() -> None:
-    body = json.dumps({"error": {"type": "requests", "message": f"slow down {KEY}"}}).encode()
-    raw, server = await started(
-        RawServer(lambda req: answer(body, status="429 Too Many Requests", headers=("Retry-After: 7",)))
-    )
+async def failure(reply: Reply, expected: type[Exception]) -> Exception:
+    """What one call raises against a server answering with ``reply``."""
+    raw, server = await started(RawServer(reply))
     p = poster(raw.port)
     try:
-        with pytest.raises(RateLimited) as info:
+        with pytest.raises(expected) as info:
             await post(p, raw.port)
     finally:
         await p.aclose()
         server.close()
-    assert info.value.retry_after == 7.0
-    assert KEY not in str(info.value)
+    return info.value
+
+
+async def test_error_statuses_map_with_their_headers_and_the_key_is_scrubbed() -> None:
+    body = json.dumps({"error": {"type": "requests", "message": f"slow down {KEY}"}}).encode()
+    reply = answer(body, status="429 Too Many Requests", headers=("Retry-After: 7",))
+    error = await failure(lambda req: reply, RateLimited)
+    assert isinstance(error, RateLimited) and error.retry_after == 7.0
+    assert KEY not in str(error)
 
 
 @pytest.mark.parametrize(
@@ -173,16 +178,9 @@ async def test_error_statuses_map_with_their_headers_and_the_key_is_scrubbed() -
     ids=["closed before answering", "closed mid-body"],
 )
 async def test_a_connection_lost_before_the_whole_answer_was_sent(reply: Reply) -> None:
-    raw, server = await started(RawServer(reply))
-    p = poster(raw.port)
-    try:
-        with pytest.raises(ProviderUnreachable) as info:
-            await post(p, raw.port)
-    finally:
-        await p.aclose()
-        server.close()
-    assert info.value.sent is True  # type: ignore[attr-defined]
-    assert not isinstance(info.value, ProviderTimeout)
+    error = await failure(reply, ProviderUnreachable)
+    assert error.sent is True  # type: ignore[attr-defined]
+    assert not isinstance(error, ProviderTimeout)
 
 
 async def test_no_answer_in_time_is_a_timeout_that_was_sent_and_the_connection_is_dropped() -> None:
