@@ -294,19 +294,24 @@ def dump_json(value: Any) -> bytes:
 
 
 def load_json(body: bytes) -> Any:
-    """A response body; what orjson refuses (NaN, an integer wider than 64 bits) gets ``json``'s reading."""
+    """A response body, several times faster than ``json``; what orjson refuses (NaN, Infinity) gets
+    ``json``'s reading. orjson reads an integer wider than 64 bits as a float, so this reads only bodies
+    whose numbers the engine takes as counts (an OpenAI chat completion: its text and tool arguments are
+    strings), never one that carries a model's own JSON (an Anthropic tool input)."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return json.loads(body)
 
 
-def answer_of(host: str, body: bytes, *, api: str, key: str) -> dict[str, Any]:
+def answer_of(
+    host: str, body: bytes, *, api: str, key: str, loads: Callable[[bytes], Any] = json.loads
+) -> dict[str, Any]:
     """A 200's JSON body, which must be an object whose ``key`` is a non-empty list (``choices`` of a
     chat completion, ``content`` of a Message); anything else — HTML from a proxy, another API's JSON —
     is a :class:`MalformedResponse`, never an empty answer."""
     try:
-        data = load_json(body)
+        data = loads(body)
     except (ValueError, UnicodeDecodeError):
         start = body[:60].decode("utf-8", "replace").strip().replace("\n", " ")
         raise MalformedResponse(f"{host} answered 200 with a body that is not JSON ({start!r})", status=200) from None

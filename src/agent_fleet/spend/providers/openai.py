@@ -16,7 +16,7 @@ from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSp
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import MalformedResponse
 from agent_fleet.spend.providers._base import HttpProvider, ProviderOptions
-from agent_fleet.spend.providers._wire import answer_of, dump_json
+from agent_fleet.spend.providers._wire import answer_of, dump_json, load_json
 
 __all__ = [
     "MAX_EMBEDDING_BATCH",
@@ -169,7 +169,8 @@ class OpenAIProvider(HttpProvider):
         model = request.model or self.model
         payload = dump_json(openai_body(request, model, max_tokens_field=self._max_field))
         body = await self._post_json(self.raw_path, payload, model)
-        return openai_response(answer_of(self.host, body, api="an OpenAI chat completion", key="choices"), model)
+        answer = answer_of(self.host, body, api="an OpenAI chat completion", key="choices", loads=load_json)
+        return openai_response(answer, model)
 
     async def embed(
         self, texts: Sequence[str], model: str, *, dimensions: int | None = None
