@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_fleet.errors import ProviderTimeout, ProviderUnreachable, RateLimited
+from agent_fleet.errors import ClientRequestError, ProviderTimeout, ProviderUnreachable, RateLimited
 from agent_fleet.spend.providers._fast import KEEPALIVE_S, JsonPoster
 
 KEY = "sk-transport-0123456789"
@@ -170,6 +170,12 @@ async def test_error_statuses_map_with_their_headers_and_the_key_is_scrubbed() -
     error = await failure(lambda req: reply, RateLimited)
     assert isinstance(error, RateLimited) and error.retry_after == 7.0
     assert KEY not in str(error)
+
+
+async def test_a_redirect_is_not_followed_but_named() -> None:
+    reply = answer(b"", status="307 Temporary Redirect", headers=("Location: http://elsewhere/v1",))
+    error = await failure(lambda req: reply, ClientRequestError)
+    assert "answered 307" in str(error)
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ What the pool keeps of a full client: at most ``max_connections`` open at once (
 come first served), keep-alive with idle connections closed after 30 s, TLS for ``https`` (the
 system's trust store, as ``ssl.create_default_context`` builds it), ``Content-Length`` and chunked
 answers, gzip/deflate bodies, ``Connection: close``, a total timeout per call and a connect timeout
-(``min(timeout, 10 s)``). No proxies (``trust_env=False`` before; the environment is not read), no
-redirects (a 3xx is an error the caller maps). Errors map to the same tree as ``_wire.post``:
+(``min(timeout, 10 s)``). No proxies (the environment is not read) and no redirects (a 3xx is a
+client error naming its status). Errors map to the same tree as ``_wire.post``:
 
     cannot connect (refused, DNS, TLS handshake)      -> connection_error(sent=False)
     no answer in time (connect, queue or answer)      -> connection_error(timed_out=True, sent=True)
@@ -224,7 +224,7 @@ class JsonPoster:
             signals = signals_from_headers(answer.headers)
             if signals is not None:
                 on_signals(model, signals)
-        if answer.status >= 400:
+        if answer.status >= 300:  # a redirect is not followed: it is an answer that is not the API's
             raise error_from_status(host, answer.status, answer.headers, body, scrub=secret)
         return body
 
