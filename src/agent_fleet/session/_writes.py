@@ -12,6 +12,7 @@ from typing import Any, Self
 
 from agent_fleet.domain.events import Event
 from agent_fleet.session._codec import AppendRequest, SnapshotRequest, check_append, encode_data, run_of
+from agent_fleet.session.lease import attempt_fence
 
 __all__ = ["QueuedWrites"]
 
@@ -49,7 +50,9 @@ class QueuedWrites(ABC):
     async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
         check_append(session_id, type)
         value, text = encode_data(data)
-        request = AppendRequest(session_id, ((type, value, text),), self._new_future(), self._epoch_of(session_id))
+        request = AppendRequest(
+            session_id, ((type, value, text),), self._new_future(), self._epoch_of(session_id), attempt_fence.get()
+        )
         events = await self._submit(request)
         return events[0]
 
@@ -62,7 +65,8 @@ class QueuedWrites(ABC):
             items.append((type_, value, text))
         if not items:
             return []
-        return await self._submit(AppendRequest(session_id, items, self._new_future(), self._epoch_of(session_id)))
+        request = AppendRequest(session_id, items, self._new_future(), self._epoch_of(session_id), attempt_fence.get())
+        return await self._submit(request)
 
     def fence(self, run_id: str, epoch: int | None) -> None:
         """Every later append to the run's sessions carries ``epoch``; the writer checks it (lease.py)."""
