@@ -34,11 +34,12 @@ import math
 
 import numpy as np
 
-from agent_fleet.aggregate.blas import single_threaded_blas
+from agent_fleet.aggregate.blas import run_spread, single_threaded_blas
 
 __all__ = ["BucketIVF"]
 
 _TILE = 4096  # rows and columns per product tile: bounds the temporary score matrix (64 MB)
+_SPREAD = 256  # queries from which a search spreads its cells over threads
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
 _MARGIN_SAFETY = 1.25
 _MARGIN_DEFAULT = 0.1
@@ -140,11 +141,15 @@ class BucketIVF:
         return rows, np.sort(seqs)
 
     def _file(self, rows: np.ndarray, seqs: np.ndarray, home: np.ndarray) -> None:
-        order = np.argsort(home, kind="stable")
-        cells, starts = np.unique(home[order], return_index=True)
-        ends = np.append(starts[1:], len(order))
-        rows, seqs = rows[order], seqs[order]
-        for cell, a, b in zip(cells.tolist(), starts.tolist(), ends.tolist(), strict=True):
+        if len(rows) == 1:  # a result streamed in alone
+            groups = [(int(home[0]), 0, 1)]
+        else:
+            order = np.argsort(home, kind="stable")
+            cells, starts = np.unique(home[order], return_index=True)
+            ends = np.append(starts[1:], len(order))
+            rows, seqs = rows[order], seqs[order]
+            groups = list(zip(cells.tolist(), starts.tolist(), ends.tolist(), strict=True))
+        for cell, a, b in groups:
             size = int(self._size[cell])
             need = size + b - a
             if need > len(self._seqs[cell]):
@@ -162,23 +167,26 @@ class BucketIVF:
         """Every pair ``(i, member, sim)`` with ``i`` a row of ``q``, ``member`` the sequence number
         of a stored leader or an earlier row of ``q`` in a cell ``i`` probes, and ``sim >= threshold``.
         The rows of ``q`` stay filed as pending members until :meth:`settle`."""
-        found: list[_Pairs] = []
-        with single_threaded_blas():
-            cell, query, home = self.probe(q)
-            self._file(q, seqs, home)
-            bounds = np.flatnonzero(np.diff(cell)) + 1
-            starts = np.concatenate(([0], bounds)).tolist()
-            ends = np.concatenate((bounds, [len(cell)])).tolist()
-            for a, e in zip(starts, ends, strict=True):
-                self._scan(q, seqs, query[a:e], int(cell[a]), threshold, found)
+        cell, query, home = self.probe(q)
+        self._file(q, seqs, home)
+        bounds = np.flatnonzero(np.diff(cell)) + 1
+        starts = np.concatenate(([0], bounds)).tolist()
+        ends = np.concatenate((bounds, [len(cell)])).tolist()
+        groups = [(int(cell[a]), query[a:e]) for a, e in zip(starts, ends, strict=True)]
+
+        def scan(group: tuple[int, np.ndarray]) -> list[_Pairs]:
+            return self._scan(q, seqs, group[1], group[0], threshold)
+
+        # a small batch (a result streamed in alone, say) is worth neither the threads nor the BLAS limit
+        parts = run_spread(scan, groups, name="cells") if len(q) >= _SPREAD else [scan(g) for g in groups]
+        found = [p for part in parts for p in part]
         if not found:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         pi, pm, ps = (np.concatenate(part) for part in zip(*found, strict=True))
         return pi, pm, ps
 
-    def _scan(
-        self, q: np.ndarray, seqs: np.ndarray, qs: np.ndarray, cell: int, threshold: float, found: list[_Pairs]
-    ) -> None:
+    def _scan(self, q: np.ndarray, seqs: np.ndarray, qs: np.ndarray, cell: int, threshold: float) -> list[_Pairs]:
+        found: list[_Pairs] = []
         size = int(self._size[cell])
         mat, mseq = self._mats[cell], self._seqs[cell]
         for r in range(0, len(qs), _TILE):
@@ -198,6 +206,7 @@ class BucketIVF:
                 earlier = ms < qseq[ii]
                 ii, jj = ii[earlier], jj[earlier]
                 found.append((rows[ii], ms[earlier], sims[ii, jj]))
+        return found
 
     def settle(self, first_seq: int, leads: np.ndarray) -> None:
         """Keep the pending members that lead (``leads[seq - first_seq]``), drop the others."""

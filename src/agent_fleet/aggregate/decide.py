@@ -27,6 +27,8 @@ def decide_batch(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The leader's sequence number and the similarity to it for each of the ``b`` vectors; a vector
     that leads has itself as leader and similarity 1.0. Ties go to the earlier leader."""
+    if not len(pi):  # no pair: every vector leads
+        return np.arange(first_seq, first_seq + b, dtype=np.int64), np.ones(b, dtype=np.float64)
     local = pm >= first_seq  # the partner is in this batch
     li, lj = pi[local], pm[local] - first_seq
     state = np.full(b, _LEADS, dtype=np.int8)

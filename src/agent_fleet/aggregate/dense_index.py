@@ -5,15 +5,21 @@ Per batch of queries (in order):
 1. every pair at the threshold between a query and an earlier leader or an earlier query of the
    same batch, from the leaders' cells (:class:`~agent_fleet.aggregate.buckets.BucketIVF`): while
    there are at most ``exact_limit`` leaders one cell holds them all and every pair is found (exact);
-   above that the cells are an inverted file and a query probes the ``nprobe`` nearest. Every score
-   is an exact inner product; the inverted file can only miss a leader in a cell it did not probe;
+   above that the cells are an inverted file and a query probes its home cell and the cells within
+   a margin of it (at most ``nprobe``). Every score is an exact inner product; the inverted file can
+   only miss a leader in a cell it did not probe;
 2. the one-at-a-time rule over those pairs (:func:`~agent_fleet.aggregate.decide.decide_batch`): a
    query joins its most similar earlier leader, else it leads — a query of the batch can join a
    leader made earlier in the same batch.
 
 The inverted file is rebuilt (new cells) when the leaders have grown fourfold, so its cells stay
-small as the run grows. ``nprobe`` trades misses against time; benchmarks/dedup.py measures the
-share of decisions identical to the exact computation.
+small as the run grows; its probe margin is measured on the near-duplicate pairs the exact search
+found first (``margin`` fixes it instead). benchmarks/dedup.py measures the time against the exact
+self-join and the share of decisions identical to the exact computation.
+
+``ann="faiss"`` names the same inverted file: faiss's ``IndexIVFFlat.range_search`` over the same
+cells and probes took several times the CPU time of these products (benchmarks/dedup.py prints
+both), so it is not used.
 """
 
 from __future__ import annotations

@@ -14,14 +14,12 @@ tokenizers and threadpoolctl are core dependencies; each is imported on first us
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.aggregate.blas import single_threaded_blas
+from agent_fleet.aggregate.blas import run_spread
 from agent_fleet.errors import UsageError
 
 __all__ = ["MODEL_DIR", "EmbedderUnavailable", "MiniLM", "map_safetensors", "model_dir"]
@@ -156,14 +154,7 @@ class MiniLM:
         def run(batch: list[int]) -> None:
             out[batch] = self._forward([windows[i] for i in batch])
 
-        workers = max(1, min(threads or _cpus(), len(batches)))
-        with single_threaded_blas():
-            if workers == 1:
-                for b in batches:
-                    run(b)
-            else:
-                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="minilm") as pool:
-                    list(pool.map(run, batches))
+        run_spread(run, batches, workers=threads, name="minilm")
         return out
 
     def _forward(self, windows: list[Sequence[int]]) -> Any:
@@ -278,10 +269,3 @@ def _gelu(x: Any) -> Any:
     np.maximum(x, 0, out=x)
     x -= poly
     return x
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
