@@ -208,7 +208,8 @@ def planted_vectors(n: int, dim: int = 384, *, seed: int = 0, dup_share: float =
         m = min(step, n - start)
         t = topics[rng.integers(0, len(topics), m)]
         x[start : start + m] = 0.6 * t + rng.standard_normal((m, dim)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    for start in range(0, n, step):  # in slices: a norm over all of x would need a copy of it
+        x[start : start + step] /= np.linalg.norm(x[start : start + step], axis=1, keepdims=True)
     is_dup = rng.random(n) < dup_share
     is_dup[0] = False
     src = (rng.random(n) * np.arange(n)).astype(np.int64)
