@@ -263,7 +263,9 @@ def greedy_from_pairs(n: int, pairs: list[Any]) -> Any:
     return kept
 
 
-def fast_decisions(x: Any, t: float, exact_limit: int, nprobe: int, margin: float | None) -> tuple[Any, Any, Any]:
+def fast_decisions(
+    x: Any, t: float, exact_limit: int, nprobe: int, margin: float | None
+) -> tuple[Any, tuple[float, float], dict[str, Any]]:
     """Our decision over all of ``x`` in one call, as the aggregator's final pass makes it."""
     import numpy as np
 
@@ -273,7 +275,9 @@ def fast_decisions(x: Any, t: float, exact_limit: int, nprobe: int, margin: floa
     clock = Timer()
     lead = np.fromiter((a.leader for a in idx.assign(x)), dtype=np.int64, count=len(x))
     dt = clock.stop()
-    return lead == np.arange(len(x)), dt, idx
+    cells = idx._cells
+    shape = {"nlist": cells.nlist, "margin": cells.margin, "nprobe": cells.nprobe} if cells is not None else {}
+    return lead == np.arange(len(x)), dt, shape  # the index goes: its memory is not held past here
 
 
 def sampled_consistency(x: Any, kept: Any, t: float, samples: int, seed: int = 1) -> tuple[float, int]:
@@ -332,7 +336,7 @@ def _profile(x: Any, t: float, exact_limit: int, nprobe: int, margin: float | No
         print("    " + ln.strip())
 
 
-def faiss_versus_cells(x: Any, kept: Any, t: float, idx: Any) -> None:
+def faiss_versus_cells(x: Any, kept: Any, t: float, nlist: int) -> None:
     """The same search two ways over the final leaders: faiss IndexIVFFlat.range_search and the
     numpy cells, both with the cells' centroids and 3 probed cells per query."""
     import numpy as np
@@ -347,7 +351,7 @@ def faiss_versus_cells(x: Any, kept: Any, t: float, idx: Any) -> None:
     lead = np.flatnonzero(kept)
     half = lead[lead < len(x) // 2]
     queries = x[len(x) // 2 : len(x) // 2 + 20000]
-    cells = BucketIVF(x[half], half, nprobe=3, margin=1.0, nlist=idx._cells.nlist)
+    cells = BucketIVF(x[half], half, nprobe=3, margin=1.0, nlist=nlist)
     quant = faiss.IndexFlatIP(x.shape[1])
     quant.add(cells.centroids)
     ivf = faiss.IndexIVFFlat(quant, x.shape[1], cells.nlist, faiss.METRIC_INNER_PRODUCT)
@@ -390,14 +394,13 @@ def decide(
     )
     runs = []
     for _ in range(repeats):
-        kept_fast, t_fast, idx = fast_decisions(x, t, exact_limit, nprobe, margin)
+        kept_fast, t_fast, cells = fast_decisions(x, t, exact_limit, nprobe, margin)
         runs.append(t_fast)
     wall = statistics.median(r[0] for r in runs)
     cpu = statistics.median(r[1] for r in runs)
-    cells = idx._cells
     print(
-        f"  ours (exact products up to {exact_limit} leaders, then the numpy inverted file: {cells.nlist} cells at "
-        f"the end, probe margin {cells.margin:.3f}, at most {cells.nprobe} cells): "
+        f"  ours (exact products up to {exact_limit} leaders, then the numpy inverted file: {cells['nlist']} cells "
+        f"at the end, probe margin {cells['margin']:.3f}, at most {cells['nprobe']} cells): "
         f"{', '.join(_fmt(r) for r in runs)}; median {wall:.2f}s wall, {cpu:.2f}s CPU; kept {int(kept_fast.sum()):,} "
         f"({1 - kept_fast.mean():.1%} dropped); peak RSS {_rss_mb():.0f} MB"
     )
@@ -441,7 +444,7 @@ def decide(
         f"(goal <= 5%); decisions identical: {same:.4%} (goal >= 99.9%)"
     )
     if n <= full_exact_max:
-        faiss_versus_cells(x, kept_fast, t, idx)
+        faiss_versus_cells(x, kept_fast, t, cells["nlist"])
 
 
 def main(argv: list[str] | None = None) -> None:
