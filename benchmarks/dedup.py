@@ -465,17 +465,9 @@ def main(argv: list[str] | None = None) -> None:
         for n in a.n or [1000]:
             embed(n)
     if a.what in ("decide", "all"):
+        keys = ("full_exact_max", "exact_limit", "nprobe", "margin", "samples", "repeats", "profile")
         for n in a.n or [100_000, 1_000_000]:
-            decide(
-                n,
-                full_exact_max=a.full_exact_max,
-                exact_limit=a.exact_limit,
-                nprobe=a.nprobe,
-                margin=a.margin,
-                samples=a.samples,
-                repeats=a.repeats,
-                profile=a.profile,
-            )
+            decide(n, **{k: getattr(a, k) for k in keys})
     sys.stdout.flush()
 
 
