@@ -34,12 +34,13 @@ import math
 
 import numpy as np
 
-from agent_fleet.aggregate.blas import run_spread, single_threaded_blas
+from agent_fleet.aggregate.blas import run_spread
 
 __all__ = ["BucketIVF"]
 
 _TILE = 4096  # rows and columns per product tile: bounds the temporary score matrix (64 MB)
 _SPREAD = 256  # queries from which a search spreads its cells over threads
+_GROWTH = 4  # the leaders grow this many times over before the cells are drawn again (NumpyLeaderIndex)
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
 _MARGIN_SAFETY = 1.25
 _MARGIN_DEFAULT = 0.1
@@ -72,9 +73,16 @@ class BucketIVF:
         self._seqs: list[np.ndarray] = [np.empty(0, dtype=np.int64) for _ in range(self.nlist)]
         self._size = np.zeros(self.nlist, dtype=np.int64)
         if n:
-            with single_threaded_blas():
-                for s in range(0, n, _TILE):
-                    self._file(leaders[s : s + _TILE], seqs[s : s + _TILE], self.home(leaders[s : s + _TILE]))
+            starts = range(0, n, _TILE)
+            homes = run_spread(lambda s: self.home(leaders[s : s + _TILE]), starts, name="cells")
+            # Room for the growth expected before the next rebuild (fourfold): the cells are not copied
+            # again as they fill, and memory that is never written is never resident.
+            counts = np.bincount(np.concatenate(homes), minlength=self.nlist)
+            for cell, count in enumerate(counts.tolist()):
+                self._mats[cell] = np.empty((_GROWTH * count + 16, d), dtype=np.float32)
+                self._seqs[cell] = np.empty(_GROWTH * count + 16, dtype=np.int64)
+            for s, home in zip(starts, homes, strict=True):  # a tile at a time: no second copy of the leaders
+                self._file(leaders[s : s + _TILE], seqs[s : s + _TILE], home)
         self._settled = self._size.copy()
 
     @classmethod
@@ -118,9 +126,9 @@ class BucketIVF:
         near = p >= best - np.float32(self.margin)
         crowded = np.flatnonzero(near.sum(axis=0) > self.nprobe)
         if len(crowded):  # on a crowded border: the nprobe nearest cells only
-            top = np.argpartition(-p[:, crowded], self.nprobe - 1, axis=0)[: self.nprobe]
+            top = np.argpartition(-p[:, crowded].T, self.nprobe - 1, axis=1)[:, : self.nprobe]
             near[:, crowded] = False
-            near[top, crowded[None, :]] = True
+            near[top, crowded[:, None]] = True
         cell, query = np.divmod(np.flatnonzero(near), b)
         home = np.empty(b, dtype=np.int64)
         first = p[cell, query] == best[query]

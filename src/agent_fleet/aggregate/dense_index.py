@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agent_fleet.aggregate.buckets import BucketIVF
+from agent_fleet.aggregate.buckets import _GROWTH, BucketIVF
 from agent_fleet.aggregate.decide import decide_batch
 from agent_fleet.aggregate.index import Assignment
 from agent_fleet.aggregate.vectors import Vector
@@ -89,7 +89,7 @@ class NumpyLeaderIndex:
         if cells is None:
             cells = self._cells = BucketIVF.flat(dim)
         n = len(cells)
-        if self.mode != "exact" and n > self.exact_limit and (cells.nlist == 1 or n >= 4 * self._built_at):
+        if self.mode != "exact" and n > self.exact_limit and (cells.nlist == 1 or n >= _GROWTH * self._built_at):
             rows, seqs = cells.leaders()
             del cells
             self._cells = None  # the old cells go before the new ones are filled
