@@ -40,7 +40,6 @@ __all__ = ["BucketIVF"]
 
 _TILE = 4096  # rows and columns per product tile: bounds the temporary score matrix (64 MB)
 _SPREAD = 256  # queries from which a search spreads its cells over threads
-_GROWTH = 4  # the leaders grow this many times over before the cells are drawn again (NumpyLeaderIndex)
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
 _MARGIN_SAFETY = 1.25
 _MARGIN_DEFAULT = 0.1
@@ -57,9 +56,12 @@ class BucketIVF:
         margin: float | None = None,
         sample: tuple[np.ndarray, np.ndarray] | None = None,
         nlist: int | None = None,
+        room: int = 1,
     ) -> None:
         """``leaders`` in sequence order (``seqs`` ascending); ``margin`` None: measured on ``sample``
-        (rows of near-duplicate pairs, the two sides)."""
+        (rows of near-duplicate pairs, the two sides); ``room``: each cell is made to hold that many
+        times its first leaders before it has to be copied to grow (memory never written is never
+        resident)."""
         n, d = leaders.shape
         self.dim = d
         self.nlist = max(1, min(n, nlist if nlist is not None else int(2 * math.sqrt(n))))
@@ -75,12 +77,10 @@ class BucketIVF:
         if n:
             starts = range(0, n, _TILE)
             homes = run_spread(lambda s: self.home(leaders[s : s + _TILE]), starts, name="cells")
-            # Room for the growth expected before the next rebuild (fourfold): the cells are not copied
-            # again as they fill, and memory that is never written is never resident.
             counts = np.bincount(np.concatenate(homes), minlength=self.nlist)
             for cell, count in enumerate(counts.tolist()):
-                self._mats[cell] = np.empty((_GROWTH * count + 16, d), dtype=np.float32)
-                self._seqs[cell] = np.empty(_GROWTH * count + 16, dtype=np.int64)
+                self._mats[cell] = np.empty((room * count + 16, d), dtype=np.float32)
+                self._seqs[cell] = np.empty(room * count + 16, dtype=np.int64)
             for s, home in zip(starts, homes, strict=True):  # a tile at a time: no second copy of the leaders
                 self._file(leaders[s : s + _TILE], seqs[s : s + _TILE], home)
         self._settled = self._size.copy()

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agent_fleet.aggregate.buckets import _GROWTH, BucketIVF
+from agent_fleet.aggregate.buckets import BucketIVF
 from agent_fleet.aggregate.decide import decide_batch
 from agent_fleet.aggregate.index import Assignment
 from agent_fleet.aggregate.vectors import Vector
@@ -39,6 +39,7 @@ _EXACT_BATCH = 1024  # exact search scores a batch against itself too: keep it s
 _IVF_BATCH = (4096, 32768)  # bounds of an inverted-file batch (half the leaders in between)
 _PROBE_CELLS = 1 << 25  # cells x batch similarities held at once by the coarse step (128 MB)
 _SAMPLE = 1024  # near-duplicate pairs kept from the exact search to measure the probe margin
+_GROWTH = 4  # the cells are drawn again when the leaders have grown this many times over
 
 
 def as_matrix(vectors: Sequence[Vector] | np.ndarray) -> np.ndarray:
@@ -96,7 +97,9 @@ class NumpyLeaderIndex:
             sample = None
             if self._sample:
                 sample = (np.vstack([a for a, _ in self._sample]), np.vstack([b for _, b in self._sample]))
-            cells = self._cells = BucketIVF(rows, seqs, nprobe=self.nprobe, margin=self.margin, sample=sample)
+            cells = self._cells = BucketIVF(
+                rows, seqs, nprobe=self.nprobe, margin=self.margin, sample=sample, room=_GROWTH
+            )
             self._built_at = n
         return cells
 
