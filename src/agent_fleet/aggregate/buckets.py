@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from agent_fleet.aggregate.blas import run_spread
+from agent_fleet.aggregate.blas import cpu_count, run_spread
 
 __all__ = ["BucketIVF"]
 
@@ -135,6 +135,18 @@ class BucketIVF:
         home[query[first][::-1]] = cell[first][::-1]  # the first best cell, as argmax picks
         return cell, query, home
 
+    def _probe_spread(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`probe` over slices of a large batch on every CPU, merged back cell by cell."""
+        if len(q) < 2 * _SPREAD or self.centroids is None:
+            return self.probe(q)
+        step = -(-len(q) // cpu_count())
+        starts = range(0, len(q), step)
+        parts = run_spread(lambda s: self.probe(q[s : s + step]), starts, name="cells")
+        cell = np.concatenate([p[0] for p in parts])
+        query = np.concatenate([p[1] + s for p, s in zip(parts, starts, strict=True)])
+        order = np.argsort(cell, kind="stable")  # the slices are in order: queries stay ascending per cell
+        return cell[order], query[order], np.concatenate([p[2] for p in parts])
+
     def leaders(self) -> tuple[np.ndarray, np.ndarray]:
         """Every settled member (rows, sequence numbers), in sequence order."""
         sizes = self._settled.tolist()
@@ -175,7 +187,7 @@ class BucketIVF:
         """Every pair ``(i, member, sim)`` with ``i`` a row of ``q``, ``member`` the sequence number
         of a stored leader or an earlier row of ``q`` in a cell ``i`` probes, and ``sim >= threshold``.
         The rows of ``q`` stay filed as pending members until :meth:`settle`."""
-        cell, query, home = self.probe(q)
+        cell, query, home = self._probe_spread(q)
         self._file(q, seqs, home)
         bounds = np.flatnonzero(np.diff(cell)) + 1
         starts = np.concatenate(([0], bounds)).tolist()

@@ -125,3 +125,13 @@ def test_a_query_probes_its_home_and_the_cells_within_the_margin_at_most_nprobe(
             near = set(np.flatnonzero(p[i] >= p[i].max() - np.float32(margin)).tolist())
             assert int(home[i]) in got
             assert got == near if len(near) <= nprobe else (len(got) == nprobe and got <= near)
+
+
+def test_a_large_batch_probed_in_slices_on_every_cpu_probes_as_one() -> None:
+    rng = np.random.default_rng(3)
+    cells = BucketIVF(unit(rng, 3000, 24), np.arange(3000), nprobe=4, margin=0.08)
+    q = unit(rng, 1501, 24)
+    whole = cells.probe(q)
+    spread = cells._probe_spread(q)
+    for a, b in zip(whole, spread, strict=True):
+        assert a.tolist() == b.tolist()
