@@ -11,7 +11,7 @@ How far across a border a near-copy's home can lie depends on the data (on how m
 differences spread over), so the margin is measured, not guessed: given a sample of near-duplicate
 pairs (those the exact search found before the inverted file was built), it is ``_MARGIN_SAFETY``
 times the largest gap the sample shows between a vector's best centroid and its partner's home
-centroid; ``_MARGIN_DEFAULT`` when the sample is too small to say.
+centroid (at least ``_MARGIN_FLOOR``); ``_MARGIN_DEFAULT`` when the sample is too small to say.
 
 Leaders are stored contiguously per cell, so the queries that probe a cell are scored against it by
 one matrix product, and every score is an exact inner product: a pair is never accepted on an
@@ -43,6 +43,7 @@ _SPREAD = 256  # queries from which a search spreads its cells over threads
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
 _MARGIN_SAFETY = 1.25
 _MARGIN_DEFAULT = 0.1
+_MARGIN_FLOOR = 0.02  # a sample whose pairs all share their home cell still probes across close borders
 _MARGIN_SAMPLE = 32  # pairs needed to measure the margin
 
 
@@ -101,7 +102,7 @@ class BucketIVF:
         at = np.arange(len(px))
         # either side may come first: the query's best centroid against its partner's home, both ways
         gap = max(float((px[at, hx] - px[at, hy]).max()), float((py[at, hy] - py[at, hx]).max()))
-        return _MARGIN_SAFETY * gap
+        return max(_MARGIN_FLOOR, _MARGIN_SAFETY * gap)
 
     def rows(self, seqs: np.ndarray) -> np.ndarray:
         """The stored rows (pending ones too) of the given sequence numbers; one cell only."""
