@@ -131,12 +131,11 @@ async def test_directory_partition_runs_in_a_worktree_with_its_partition_file(
         '"$(cat $f)" "$FLEET_TASK" "$f"; done; echo "session $FLEET_SESSION_ID"'
     )
     async with stub_gateway() as gw:
-        out = await CommandAgent(CliAgentSpec(command=cmd, timeout=30), provider).run(
+        out = await CommandAgent(CliAgentSpec(command=cmd, timeout=30), provider, repo).run(
             session_id="s-dir",
             partition=partition(InputKind.DIRECTORY, ("b.py",)),
             task="check",
             gateway=access(gw),
-            input_root=repo,
         )
     assert out.ok, out.stderr_tail
     assert [(i.title, i.body, i.location) for i in out.items] == [("beta", "check", "b.py")]
