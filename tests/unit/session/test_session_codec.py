@@ -96,9 +96,9 @@ async def test_assign_numbers_each_session_from_its_base_in_queue_order() -> Non
     rows, acks = assign(requests, base, 12.5)
     assert [(r[0], r[1], r[2]) for r in rows] == [("a", 6, "x"), ("a", 7, "y"), ("b", 1, "x"), ("a", 8, "z")]
     assert base == {"a": 8, "b": 1}
-    assert [[(e.session_id, e.seq, e.time) for e in events] for _, events in acks] == [
+    assert [[(e.session_id, e.seq, e.time) for e in events] for _, events in acks] == [  # type: ignore[union-attr]
         [("a", 6, 12.5), ("a", 7, 12.5)],
         [("b", 1, 12.5)],
         [("a", 8, 12.5)],
     ]
-    assert [request for request, _ in acks] == requests
+    assert [future for future, _ in acks] == [request.future for request in requests]
