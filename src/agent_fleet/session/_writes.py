@@ -146,12 +146,13 @@ class QueuedWrites(ABC):
         if self._state is not Lifecycle.OPEN:
             self._ensure_open()
         future = request.future
-        if future.get_loop() is self._loop:
+        loop = future.get_loop()
+        if loop is self._loop:
             self._pending.append(request)
             self._pending_events += len(request.items)
             if not self._flush_due:
                 self._flush_due = True
-                future.get_loop().call_soon(self._flush)
+                loop.call_soon(self._flush)
         else:
             self._foreign_loops = True
             self._appends.append(([request], len(request.items)))

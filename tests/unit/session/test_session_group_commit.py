@@ -1,0 +1,91 @@
+"""Group commit in both stores: what one turn of the event loop appends is committed as one batch,
+a batch holds at most ``max_batch_events`` events, and a request whose content cannot be stored
+fails alone while its batch-mates are written.
+
+Every batch stamps its events with one reading of the store's wall clock; the tests give the store
+a clock that counts readings, so each event's time names the batch that committed it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import secrets
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import asyncpg
+import pytest
+
+from agent_fleet.errors import StoreError
+from agent_fleet.session.sqlite import SqliteSessionLog
+
+if TYPE_CHECKING:
+    from agent_fleet.session.postgres import PostgresSessionLog
+
+PG_URL = os.environ.get("FLEET_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+MakeLog = Callable[[int], "SqliteSessionLog | PostgresSessionLog"]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def make_log(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MakeLog]:
+    """Builds a log whose wall clock reads 1.0, 2.0, ... (one reading per batch)."""
+    schema = f"fleet_gc_{secrets.token_hex(4)}"
+
+    def make(max_batch_events: int) -> SqliteSessionLog | PostgresSessionLog:
+        clock = map(float, itertools.count(1)).__next__
+        if request.param == "sqlite":
+            return SqliteSessionLog(tmp_path / "fleet.db", max_batch_events=max_batch_events, wall_clock=clock)
+        from agent_fleet.session.postgres import PostgresSessionLog
+
+        return PostgresSessionLog(PG_URL, schema=schema, max_batch_events=max_batch_events, wall_clock=clock)
+
+    yield make
+    if request.param == "postgres":
+        conn = await asyncpg.connect(PG_URL)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+
+
+async def test_the_appends_of_one_turn_are_one_batch(make_log: MakeLog) -> None:
+    async with make_log(5_000) as log:
+        first = await asyncio.gather(*(log.emit_event(f"run-a.s{i:03d}", "session_created") for i in range(200)))
+        second = await asyncio.gather(*(log.emit_event(f"run-a.s{i:03d}", "note", {"i": i}) for i in range(200)))
+    assert {e.time for e in first} == {1.0}
+    assert {e.time for e in second} == {2.0}
+    assert [e.seq for e in second] == [2] * 200
+
+
+async def test_a_batch_holds_at_most_max_batch_events(make_log: MakeLog) -> None:
+    async with make_log(3) as log:
+        acked = await asyncio.gather(
+            log.emit_event("run-b", "run_created"),
+            log.emit_events("run-b", [("note", {"i": 1}), ("note", {"i": 2})]),
+            log.emit_event("run-b.s001", "session_created"),
+            log.emit_events("run-b.s002", [("session_created", {}), ("note", {})]),
+            log.emit_event("run-b.s003", "session_created"),
+        )
+        stored = await log.get_events("run-b")
+    # 1 + 2 events fill the first batch of 3, the next 1 + 2 the second, the last event goes alone.
+    first, notes, one, two, last = acked
+    times = [[e.time for e in events] for events in ([first], notes, [one], two, [last])]  # type: ignore[list-item]
+    assert times == [[1.0], [1.0, 1.0], [2.0], [2.0, 2.0], [3.0]]
+    assert [(e.seq, e.time) for e in stored] == [(1, 1.0), (2, 1.0), (3, 1.0)]
+
+
+async def test_a_request_that_cannot_be_stored_fails_alone(make_log: MakeLog) -> None:
+    async with make_log(5_000) as log:
+        results = await asyncio.gather(
+            log.emit_event("run-c.s001", "session_created"),
+            log.emit_event("run-c.s002", "session_created", {"bad": "\ud800"}),  # a lone surrogate: not UTF-8
+            log.emit_event("run-c.s003", "session_created"),
+            return_exceptions=True,
+        )
+        assert isinstance(results[1], StoreError)
+        assert [r.seq for r in (results[0], results[2])] == [1, 1]  # type: ignore[union-attr]
+        assert await log.get_session("run-c.s002") is None
+        assert [e.seq for e in await log.get_events("run-c.s003")] == [1]
