@@ -172,6 +172,7 @@ class QueuedWrites(ABC):
         _, text = encode_data(data)
         request = SnapshotRequest(key, text, asyncio.get_running_loop().create_future())
         self._ensure_open()
+        self._flush()  # the appends asked for before it go to the writer first
         self._snapshots.append(request)
         self._wake_writer()
         await request.future
