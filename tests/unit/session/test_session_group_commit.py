@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import secrets
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import asyncpg
 import pytest
 
 from agent_fleet.errors import StoreError
@@ -25,30 +21,26 @@ from agent_fleet.session.sqlite import SqliteSessionLog
 if TYPE_CHECKING:
     from agent_fleet.session.postgres import PostgresSessionLog
 
-PG_URL = os.environ.get("FLEET_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 MakeLog = Callable[[int], "SqliteSessionLog | PostgresSessionLog"]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def make_log(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MakeLog]:
-    """Builds a log whose wall clock reads 1.0, 2.0, ... (one reading per batch)."""
-    schema = f"fleet_gc_{secrets.token_hex(4)}"
+@pytest.fixture
+def make_log(store_url: str) -> MakeLog:
+    """Builds a log on the test's store whose wall clock reads 1.0, 2.0, ... (one reading per batch)."""
+    if not store_url.startswith(("sqlite:", "postgres")):
+        pytest.skip("the in-memory log has no writer: each call is written at once")
 
     def make(max_batch_events: int) -> SqliteSessionLog | PostgresSessionLog:
         clock = map(float, itertools.count(1)).__next__
-        if request.param == "sqlite":
-            return SqliteSessionLog(tmp_path / "fleet.db", max_batch_events=max_batch_events, wall_clock=clock)
+        if store_url.startswith("sqlite:"):
+            path = store_url.removeprefix("sqlite:///")
+            return SqliteSessionLog(path, max_batch_events=max_batch_events, wall_clock=clock)
         from agent_fleet.session.postgres import PostgresSessionLog
 
-        return PostgresSessionLog(PG_URL, schema=schema, max_batch_events=max_batch_events, wall_clock=clock)
+        dsn, _, schema = store_url.partition("?schema=")
+        return PostgresSessionLog(dsn, schema=schema, max_batch_events=max_batch_events, wall_clock=clock)
 
-    yield make
-    if request.param == "postgres":
-        conn = await asyncpg.connect(PG_URL)
-        try:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        finally:
-            await conn.close()
+    return make
 
 
 async def test_the_appends_of_one_turn_are_one_batch(make_log: MakeLog) -> None:
