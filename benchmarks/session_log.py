@@ -31,13 +31,14 @@ work for the same batches on its own, statement by statement.
 Where the time goes (1,000 sessions x 50 events, CPU per event; a shared 2-core host, so the
 figures wander by 10-20 %):
 
-* SQLite, event-loop thread, ~5.5 us: asyncio waking each waiting task and the benchmark's own
+* SQLite, event-loop thread, ~6 us: asyncio waking each waiting task and the benchmark's own
   loop ~2, the JSON encoding of the event ~1.4, the log's request path (checks, the request and
-  its future, the hand-over to the writer, resolving the future) ~2.
-* SQLite, writer thread, ~7.5 us: the event rows ~2.2, the projection upsert ~1.7, ``COMMIT``
-  ~1.4 (the WAL pages a batch dirtied: with 1,000 sessions interleaved every commit rewrites most
-  leaf pages of the ``(session_id, seq)`` index; the baseline pays that too), Python (planning the
-  batch, its rows and acknowledgements) ~2.1. The baseline spends ~3 us per event, all in SQLite.
+  its future, the hand-over to the writer, resolving the future) ~2.5.
+* SQLite, writer thread, ~7.5 us: the event rows ~2, the projection upsert ~1.6, ``COMMIT`` ~1.3
+  (the WAL pages a batch dirtied: with 1,000 sessions interleaved every commit rewrites most leaf
+  pages of the ``(session_id, seq)`` index; the baseline pays that too), Python (planning the
+  batch, binding its rows, building the acknowledged events) ~2.5. The baseline spends ~3 us per
+  event, all of it in SQLite.
 * PostgreSQL, event-loop thread (the writer is a task on it), ~12 us: the same request path,
   planning, asyncpg encoding the projection's arrays (it checks every element against
   ``collections.abc``, ~1.3 us per session) and the ``COPY`` rows; each 1,000-event batch then
@@ -48,12 +49,13 @@ Which limit binds. In this workload every session waits for its acknowledgement 
 event: while the writer commits a batch the loop has nothing to do, and while the loop wakes the
 sessions and takes their next events the writer has nothing to commit. The two threads take
 turns (and their Python shares one GIL), so an event costs the sum of both threads' CPU, ~13 us
-on SQLite against the baseline's ~3-4 us of wall time: ~0.3x on an idle host, less on a loaded
-one, where the baseline (one short single-threaded burst) loses less to other processes than a
-run that hands work between two threads a hundred times. Splitting each batch in two so that one
-half commits while the loop wakes the other was measured (``max_batch_events`` 500 and 334 for
-1,000 sessions, GIL switch interval 5 ms and 0.5 ms): more commits and more CPU, no faster. On
-PostgreSQL the server's time per batch binds, with the loop's CPU beside it.
+on SQLite, against the baseline's ~3 us of CPU (4-10 us of wall time): 0.2-0.3x measured on a
+shared host. A loaded host widens the gap: the baseline is one short single-threaded burst, while
+a run hands work between two threads a hundred times, each hand-over waiting for a core.
+Splitting each batch in two so that one half commits while the loop wakes the other was measured
+(``max_batch_events`` 500 and 334 for 1,000 sessions, GIL switch interval 5 ms and 0.5 ms): more
+commits and more CPU, no faster. On PostgreSQL the server's time per batch binds, with the loop's
+CPU beside it.
 
 Also printed: waking every session at once (a run's start, a wave after a crash) through ``wake``,
 which reads the wakes asked for together in one snapshot, against the same sessions read one by
