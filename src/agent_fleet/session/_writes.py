@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -95,7 +96,7 @@ class QueuedWrites(ABC):
             return
         if self._state is Lifecycle.OPEN:
             self._state = Lifecycle.CLOSING
-            self._flush()
+            await self._hand_over()
             self._closing = True
             self._wake_writer()
         # Every request queued before close() is committed and acknowledged before this returns.
@@ -167,12 +168,30 @@ class QueuedWrites(ABC):
             self._pending, self._pending_events = [], 0
             self._wake_writer()
 
+    async def _hand_over(self) -> None:
+        """Hands the writer the appends of the current turn now, from whichever loop this runs on."""
+        owner = self._loop
+        if owner is None or owner is asyncio.get_running_loop() or not owner.is_running():
+            self._flush()
+            return
+        handed: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def flush() -> None:
+            self._flush()
+            handed.set_result(None)
+
+        owner.call_soon_threadsafe(flush)  # the owning loop's thread is the one that appends to the list
+        await asyncio.wrap_future(handed)
+
     async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
         check_append(key, "snapshot")
         _, text = encode_data(data)
-        request = SnapshotRequest(key, text, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        request = SnapshotRequest(key, text, loop.create_future())
         self._ensure_open()
-        self._flush()  # the appends asked for before it go to the writer first
+        if loop is not self._loop:
+            self._foreign_loops = True
+        await self._hand_over()  # the appends asked for before it go to the writer first
         self._snapshots.append(request)
         self._wake_writer()
         await request.future

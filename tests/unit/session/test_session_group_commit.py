@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -81,3 +82,19 @@ async def test_a_request_that_cannot_be_stored_fails_alone(make_log: MakeLog) ->
         assert [r.seq for r in (results[0], results[2])] == [1, 1]  # type: ignore[union-attr]
         assert await log.get_session("run-c.s002") is None
         assert [e.seq for e in await log.get_events("run-c.s003")] == [1]
+
+
+async def test_a_loop_in_another_thread_appends_and_puts_snapshots(tmp_path: Path) -> None:
+    """The SQLite log is opened on one loop; a loop in another thread gets its acknowledgements."""
+    async with SqliteSessionLog(tmp_path / "fleet.db") as log:
+        await log.emit_event("run-x", "run_created")
+
+        async def elsewhere() -> int:
+            event = await log.emit_event("run-x", "note", {"from": "thread"})
+            await log.put_snapshot("k", {"v": 1})
+            return event.seq
+
+        seq = await asyncio.wait_for(asyncio.to_thread(asyncio.run, elsewhere()), 30)
+        assert seq == 2
+        assert await log.get_snapshot("k") == {"v": 1}
+        assert [e.seq for e in await log.get_events("run-x")] == [1, 2]
