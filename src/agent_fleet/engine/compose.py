@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from agent_fleet.clock import Clock
+from agent_fleet.cluster import check_store
 from agent_fleet.config import load_config
 from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.engine.core import Engine
@@ -42,7 +43,9 @@ async def open_engine(
     build the provider and the gateway; shut everything down on exit."""
     # What the flags left unset comes from fleet.yaml (the phase API may pass bare options).
     options = with_config(options, load_config(options.config_path))
-    log = open_store(resolve_store_url(store_url))
+    url = resolve_store_url(store_url)
+    check_store(options.executor, url)  # the Ray executor's hook: its nodes share the log
+    log = open_store(url)
     await log.open()
     try:
         lease = await LeaseKeeper.take(log, run_id, wait=wait, ttl=_lease_ttl())
@@ -66,6 +69,11 @@ async def open_engine(
             agent_cmd=options.agent_cmd,
             agent_format=options.agent_format,
             timeout=options.timeout,
+            # the Ray executor's hook: harnesses on a cluster's nodes (dispatch.executor)
+            executor=options.executor or "local",
+            store_url=url,
+            run_epoch=lease.lease.epoch,
+            model=options.model,
         )
     except BaseException:
         await gateway.aclose()

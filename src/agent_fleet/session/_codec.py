@@ -146,6 +146,7 @@ class AppendRequest:
     items: Sequence[tuple[str, dict[str, Any], str]]  # (type, data, json text)
     future: asyncio.Future[list[Event]]
     epoch: int | None = None  # the lease epoch of the run its writer holds (None: an unfenced writer)
+    attempt: int | None = None  # the session's attempt fence its writer holds (lease.attempt_fence), or None
 
 
 @dataclass(slots=True)
@@ -255,8 +256,15 @@ def assign(
 
 
 def fenced_runs(requests: Iterable[AppendRequest]) -> list[str]:
-    """Runs whose lease epoch the batch must check (those with a fenced request), sorted."""
-    return sorted({run_of(r.session_id) for r in requests if r.epoch is not None})
+    """Lease rows the batch must check, sorted: the run of each fenced request, and the session of
+    each request written under an attempt fence (its lease row is keyed by the session id)."""
+    keys: set[str] = set()
+    for r in requests:
+        if r.epoch is not None:
+            keys.add(run_of(r.session_id))
+        if r.attempt is not None:
+            keys.add(r.session_id)
+    return sorted(keys)
 
 
 def split_fenced(
@@ -265,11 +273,20 @@ def split_fenced(
     """The requests the store may write and the refusals of those a newer lease fenced off.
 
     ``epochs`` is each run's lease epoch read in the write transaction; a request whose epoch is
-    older is refused (:class:`~agent_fleet.errors.LeaseLost`), its batch-mates are written.
+    older is refused (:class:`~agent_fleet.errors.LeaseLost`), its batch-mates are written. So is a
+    request whose attempt fence is not its session's current one (a newer attempt took the session).
     """
     allowed: list[AppendRequest] = []
     refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
     for request in requests:
+        if request.attempt is not None and epochs.get(request.session_id) != request.attempt:
+            held = epochs.get(request.session_id)
+            message = (
+                f"session {request.session_id} was taken over by a newer attempt (attempt fence {held}, "
+                f"this attempt held {request.attempt}); this attempt stopped writing"
+            )
+            refused.append((request.future, LeaseLost(message)))
+            continue
         if request.epoch is not None:
             run = run_of(request.session_id)
             current = epochs.get(run)

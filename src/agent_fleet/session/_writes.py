@@ -38,6 +38,7 @@ from agent_fleet.session._codec import (
     encode_items,
     run_of,
 )
+from agent_fleet.session.lease import attempt_fence
 
 __all__ = ["Batch", "Lifecycle", "QueuedWrites"]
 
@@ -122,7 +123,8 @@ class QueuedWrites(ABC):
         fences = self._fences
         epoch = fences.get(run_of(session_id)) if fences else None
         future = asyncio.get_running_loop().create_future()
-        events = await self._submit(AppendRequest(session_id, ((type, value, text),), future, epoch))
+        request = AppendRequest(session_id, ((type, value, text),), future, epoch, attempt_fence.get())
+        events = await self._submit(request)
         return events[0]
 
     async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
@@ -131,7 +133,8 @@ class QueuedWrites(ABC):
         if not items:
             return []
         future = asyncio.get_running_loop().create_future()
-        return await self._submit(AppendRequest(session_id, items, future, self._epoch_of(session_id)))
+        request = AppendRequest(session_id, items, future, self._epoch_of(session_id), attempt_fence.get())
+        return await self._submit(request)
 
     def fence(self, run_id: str, epoch: int | None) -> None:
         """Every later append to the run's sessions carries ``epoch``; the writer checks it (lease.py)."""

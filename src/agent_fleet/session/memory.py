@@ -25,12 +25,13 @@ from agent_fleet.session._codec import (
     decode_data,
     encode_data,
     encode_items,
+    fenced_runs,
     plan_batch,
     run_of,
     split_fenced,
 )
 from agent_fleet.session._wakes import WakeBatcher
-from agent_fleet.session.lease import Lease
+from agent_fleet.session.lease import Lease, attempt_fence
 from agent_fleet.session.port import WakeState
 
 __all__ = ["MemorySessionLog", "MemoryStore"]
@@ -116,9 +117,11 @@ class MemorySessionLog:
 
     def _append(self, session_id: str, items: list[tuple[str, dict[str, Any], str]]) -> list[Event]:
         loop = asyncio.get_running_loop()
-        request = AppendRequest(session_id, items, loop.create_future(), self._fences.get(run_of(session_id)))
-        held = self.store.leases.get(run_of(session_id))
-        _, refused = split_fenced([request], {held.run_id: held.epoch} if held is not None else {})
+        fence = self._fences.get(run_of(session_id))
+        request = AppendRequest(session_id, items, loop.create_future(), fence, attempt_fence.get())
+        leases = self.store.leases
+        epochs = {key: leases[key].epoch for key in fenced_runs([request]) if key in leases}
+        _, refused = split_fenced([request], epochs)
         if refused:
             raise refused[0][1]
         delta = plan_batch([request])[session_id]
