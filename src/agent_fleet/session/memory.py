@@ -22,9 +22,9 @@ from agent_fleet.domain.events import Event, SessionRecord
 from agent_fleet.errors import StoreError
 from agent_fleet.session._codec import (
     AppendRequest,
-    check_append,
     decode_data,
     encode_data,
+    encode_items,
     fenced_runs,
     plan_batch,
     run_of,
@@ -101,11 +101,7 @@ class MemorySessionLog:
         return (await self.emit_events(session_id, [(type, data or {})]))[0]
 
     async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
-        items = []
-        for type_, data in events:
-            check_append(session_id, type_)
-            value, text = encode_data(data)
-            items.append((type_, value, text))
+        items = encode_items(session_id, events)
         if not items:
             return []
         for type_, _, text in items:
