@@ -134,8 +134,9 @@ def redact_url(url: str) -> str:
 # -- group commit -------------------------------------------------------------------------------
 
 
-# A request's future and what it resolves to: its events, or the error that refused them.
-Outcome = tuple[asyncio.Future[list[Event]], list[Event] | BaseException]
+# A request's future and what it resolves to: its events (its one event for ``emit_event``), or the
+# error that refused them.
+Outcome = tuple[asyncio.Future[Any], Event | list[Event] | BaseException]
 
 
 @dataclass(slots=True)
@@ -144,16 +145,17 @@ class AppendRequest:
 
     session_id: str
     items: Sequence[tuple[str, dict[str, Any], str]]  # (type, data, json text)
-    future: asyncio.Future[list[Event]]
+    future: asyncio.Future[Any]  # resolves to the list of its events, or to its one event when ``single``
     epoch: int | None = None  # the lease epoch of the run its writer holds (None: an unfenced writer)
     attempt: int | None = None  # the session's attempt fence its writer holds (lease.attempt_fence), or None
+    single: bool = False  # an ``emit_event``: one item, acknowledged with the Event itself
 
 
 @dataclass(slots=True)
 class SnapshotRequest:
     key: str
     text: str
-    future: asyncio.Future[list[Event]]
+    future: asyncio.Future[Any]
 
 
 @dataclass(slots=True)
@@ -245,13 +247,19 @@ def assign(
     for request in requests:
         sid = request.session_id
         seq = base[sid]
-        events = []
-        for type_, data, text in request.items:
+        if request.single:
+            type_, data, text = request.items[0]
             seq += 1
             add_row((sid, seq, type_, now, text))
-            events.append(event(sid, seq, type_, now, data))
+            add_ack((request.future, event(sid, seq, type_, now, data)))
+        else:
+            events = []
+            for type_, data, text in request.items:
+                seq += 1
+                add_row((sid, seq, type_, now, text))
+                events.append(event(sid, seq, type_, now, data))
+            add_ack((request.future, events))
         base[sid] = seq
-        add_ack((request.future, events))
     return rows, acks
 
 
@@ -269,7 +277,7 @@ def fenced_runs(requests: Iterable[AppendRequest]) -> list[str]:
 
 def split_fenced(
     requests: list[AppendRequest], epochs: Mapping[str, int]
-) -> tuple[list[AppendRequest], list[tuple[asyncio.Future[list[Event]], BaseException]]]:
+) -> tuple[list[AppendRequest], list[tuple[asyncio.Future[Any], BaseException]]]:
     """The requests the store may write and the refusals of those a newer lease fenced off.
 
     ``epochs`` is each run's lease epoch read in the write transaction; a request whose epoch is
@@ -277,7 +285,7 @@ def split_fenced(
     request whose attempt fence is not its session's current one (a newer attempt took the session).
     """
     allowed: list[AppendRequest] = []
-    refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
+    refused: list[tuple[asyncio.Future[Any], BaseException]] = []
     for request in requests:
         if request.attempt is not None and epochs.get(request.session_id) != request.attempt:
             held = epochs.get(request.session_id)

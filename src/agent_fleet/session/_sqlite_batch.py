@@ -22,8 +22,8 @@ import asyncio
 import sqlite3
 from collections.abc import Callable, Sequence
 from itertools import chain
+from typing import Any
 
-from agent_fleet.domain.events import Event
 from agent_fleet.session._codec import (
     AppendRequest,
     Outcome,
@@ -149,7 +149,7 @@ def write_batch(
     conn.execute("BEGIN IMMEDIATE")
     try:
         seqs.check(conn)
-        refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
+        refused: list[tuple[asyncio.Future[Any], BaseException]] = []
         runs = fenced_runs(appends)
         if runs:  # fencing: the epoch is read in this transaction, so no takeover can slip in between
             appends, refused = split_fenced(appends, lease_epochs(conn, runs))

@@ -275,7 +275,7 @@ class PostgresSessionLog(QueuedWrites):
         deltas = plan_batch(appends)
         now = self._wall_clock()
         sql = self._sql
-        refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
+        refused: list[tuple[asyncio.Future[Any], BaseException]] = []
         async with conn.transaction():
             runs = fenced_runs(appends)
             if runs:  # fencing: FOR SHARE holds off a takeover (an UPDATE of the row) until this commits
