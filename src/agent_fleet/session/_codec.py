@@ -1,10 +1,10 @@
 """Pieces both session-log backends share: JSON text, URL redaction and group-commit batches.
 
 A *batch* is everything a writer drained from its queue in one go; it is committed in one
-transaction. :func:`plan_batch` reduces a batch to one projection delta per session (how many
-events, the creating event, the last state change) and :func:`assign` turns the per-session
-base ``seq`` the database handed out into event rows and acknowledged :class:`Event` values.
-Both are pure, so the two backends agree on every rule of the projection.
+transaction. :func:`plan_appends` turns a batch and each session's last ``seq`` before it into
+event rows, acknowledged :class:`Event` values and what the batch changes in the projection: the
+sessions it creates and the state changes of the others (:class:`BatchPlan`). It is pure, so every
+backend agrees on every rule of the projection.
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from agent_fleet.errors import LeaseLost, StoreError
 
 __all__ = [
     "AppendRequest",
+    "BatchPlan",
+    "LastSeqs",
     "Outcome",
+    "Row",
     "SessionDelta",
     "SnapshotRequest",
-    "assign",
     "check_append",
     "decode_data",
     "encode_data",
@@ -33,7 +35,7 @@ __all__ = [
     "fenced_runs",
     "foreign_tables_message",
     "make_event",
-    "plan_batch",
+    "plan_appends",
     "record_from_row",
     "redact_url",
     "resolve_futures",
@@ -160,11 +162,10 @@ class SnapshotRequest:
 
 @dataclass(slots=True)
 class SessionDelta:
-    """What one batch does to one session's projection row."""
+    """A session one batch creates: its creating event and the last state the batch moves it to."""
 
     session_id: str
-    count: int
-    first_type: str  # the creating event, if this batch creates the stream
+    first_type: str  # the creating event
     first_data: dict[str, Any]
     first_text: str
     state: SessionState | None  # the last state change in the batch, None when unchanged
@@ -185,23 +186,18 @@ class SessionDelta:
         return self.state if self.state is not None else SessionState.CREATED
 
 
-def plan_batch(requests: Iterable[AppendRequest], *, ordered: bool = True) -> dict[str, SessionDelta]:
-    """One delta per session; in session-id order unless ``ordered`` is False (a fixed lock order
-    between concurrent writers, which a store that takes one writer at a time does not need)."""
-    deltas: dict[str, SessionDelta] = {}
-    for request in requests:
-        sid, items = request.session_id, request.items
-        delta = deltas.get(sid)
-        if delta is None:
-            first = items[0]
-            delta = deltas[sid] = SessionDelta(sid, len(items), first[0], first[1], first[2], None)
-        else:
-            delta.count += len(items)
-        for item in items:
-            state = project_state(item[0])
-            if state is not None:
-                delta.state = state
-    return {key: deltas[key] for key in sorted(deltas)} if ordered else deltas
+Row = tuple[str, int, str, float, str]  # an event row: session_id, seq, type, time, JSON text
+
+
+@dataclass(slots=True)
+class BatchPlan:
+    """What one batch writes: every event row, and in the projection only what changed."""
+
+    rows: list[Row]
+    acks: list[Outcome]  # each request's acknowledgement, in queue order
+    last: dict[str, int]  # each session's last ``seq`` once the batch is committed
+    created: dict[str, SessionDelta]  # the sessions the batch creates, in the order they first appear
+    moved: dict[str, SessionState]  # sessions that existed before whose state the batch changes: the new state
 
 
 def _event_maker() -> Callable[[str, int, str, float, dict[str, Any]], Event]:
@@ -234,33 +230,89 @@ def _event_maker() -> Callable[[str, int, str, float, dict[str, Any]], Event]:
 make_event = _event_maker()
 
 
-def assign(
-    requests: Iterable[AppendRequest], base: dict[str, int], now: float
-) -> tuple[list[tuple[str, int, str, float, str]], list[Outcome]]:
-    """Event rows and each request's acknowledgement, given the last ``seq`` before this batch per session.
+def plan_appends(requests: Iterable[AppendRequest], base: Mapping[str, int], now: float) -> BatchPlan:
+    """The rows, acknowledgements and projection changes of a batch.
 
-    ``base`` is advanced in place; queue order within a session becomes ``seq`` order.
+    ``base`` is each session's last ``seq`` before the batch (absent or 0: the batch creates the
+    session); it is only read. Queue order within a session becomes ``seq`` order.
     """
-    rows: list[tuple[str, int, str, float, str]] = []
+    rows: list[Row] = []
     acks: list[Outcome] = []
-    add_row, add_ack, event = rows.append, acks.append, make_event
+    last: dict[str, int] = {}
+    created: dict[str, SessionDelta] = {}
+    moved: dict[str, SessionState] = {}
+    add_row, add_ack, event, state_of = rows.append, acks.append, make_event, project_state
     for request in requests:
         sid = request.session_id
-        seq = base[sid]
+        seq = last.get(sid)
+        if seq is None:
+            seq = base.get(sid, 0)
+            if not seq:
+                first = request.items[0]
+                created[sid] = SessionDelta(sid, first[0], first[1], first[2], None)
         if request.single:
             type_, data, text = request.items[0]
             seq += 1
             add_row((sid, seq, type_, now, text))
             add_ack((request.future, event(sid, seq, type_, now, data)))
+            state = state_of(type_)
+            if state is not None:
+                _moves(sid, state, created, moved)
         else:
             events = []
             for type_, data, text in request.items:
                 seq += 1
                 add_row((sid, seq, type_, now, text))
                 events.append(event(sid, seq, type_, now, data))
+                state = state_of(type_)
+                if state is not None:
+                    _moves(sid, state, created, moved)
             add_ack((request.future, events))
-        base[sid] = seq
-    return rows, acks
+        last[sid] = seq
+    return BatchPlan(rows, acks, last, created, moved)
+
+
+def _moves(sid: str, state: SessionState, created: dict[str, SessionDelta], moved: dict[str, SessionState]) -> None:
+    delta = created.get(sid)
+    if delta is not None:
+        delta.state = state
+    else:
+        moved[sid] = state
+
+
+class LastSeqs:
+    """Each session's last ``seq`` as its writer last committed or read it: the base of its next batch.
+
+    A writer keeps it so that a batch reads nothing before it writes; each backend knows when an
+    entry may be stale (another writer on the store) and drops it (:meth:`forget`).
+    """
+
+    LIMIT = 200_000  # sessions remembered
+
+    def __init__(self) -> None:
+        self.last: dict[str, int] = {}
+
+    def unknown(self, requests: Iterable[AppendRequest]) -> list[str]:
+        """The sessions of ``requests`` not cached, once each."""
+        known = self.last
+        return list(dict.fromkeys(r.session_id for r in requests if r.session_id not in known))
+
+    def read(self, sessions: Sequence[str], found: Iterable[tuple[str, int]]) -> None:
+        """What the store holds for ``sessions`` (the ones not in ``found`` have no events yet)."""
+        self.last.update(dict.fromkeys(sessions, 0))
+        self.last.update(found)
+
+    def committed(self, last: Mapping[str, int]) -> None:
+        if len(self.last) > self.LIMIT:
+            self.last.clear()
+        self.last.update(last)
+
+    def forget(self, sessions: Iterable[str] | None = None) -> None:
+        if sessions is None:
+            self.last.clear()
+            return
+        for sid in sessions:
+            self.last.pop(sid, None)
 
 
 def fenced_runs(requests: Iterable[AppendRequest]) -> list[str]:
