@@ -123,3 +123,12 @@ def test_make_event_builds_the_same_frozen_event_as_the_constructor() -> None:
     assert made.data is data
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.seq = 8  # type: ignore[misc]
+
+
+def test_the_writers_state_table_is_project_state() -> None:
+    from agent_fleet.domain import events
+    from agent_fleet.session._codec import _STATE_OF
+
+    for name in [*EventType, "not_an_event_type", ""]:
+        assert _STATE_OF.get(name) == events.project_state(name)
+    assert set(_STATE_OF) == set(events._TRANSITIONS)  # every rule of the domain is in the table
