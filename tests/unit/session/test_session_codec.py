@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import enum
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -43,6 +46,54 @@ def test_values_that_are_not_json_are_rejected() -> None:
     for bad in ({"x": object()}, {"x": float("inf")}, {"x": cyclic}, {1j: 1}):
         with pytest.raises(StoreError, match="not JSON"):
             encode_data(bad)  # type: ignore[arg-type]
+
+
+class _Mood(enum.Enum):
+    CALM = "calm"
+
+
+class _Kind(enum.StrEnum):
+    TOOL = "tool"
+
+
+def _json_text(data: dict[Any, Any]) -> str:
+    """What the log stored before it used orjson: json's compact text, refusing NaN."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def test_the_stored_text_is_jsons_byte_for_byte() -> None:
+    chars = [chr(c) for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF]  # NUL: see above
+    texts = ["".join(chars[i : i + 700]) for i in range(0, len(chars), 700)]
+    flat: list[dict[Any, Any]] = [{t[:9]: t, "n": i, "b": i % 2 == 0, "none": None} for i, t in enumerate(texts)]
+    flat += [{"big": 2**63}, {"small": -(2**63)}, {"wide": 2**64}, {"wider": -(2**70)}, {}, {"": ""}, {"t": True}]
+    other: list[dict[Any, Any]] = [
+        {"f": 1e-05, "g": 2.5e-07, "h": 1e16, "z": -0.0, "third": 1 / 3},  # json and orjson spell floats apart
+        {2: "int key", True: "bool key", None: "none key", 1.5: "float key"},
+        {_Kind.TOOL: _Kind.TOOL, "nested": {"list": [1, "two", None, [3.0]]}, "tuple": (1, 2)},
+        {"response": {"content": None, "tool_calls": [{"id": "c1", "arguments": '{"a": 1}'}]}},
+    ]
+    for data in flat + other:
+        assert encode_data(data)[1] == _json_text(data)
+
+
+def test_what_json_refused_is_refused() -> None:
+    for bad in (
+        {"enum": _Mood.CALM},
+        {"uuid": uuid.UUID(int=7)},
+        {"when": datetime.datetime(2025, 1, 1)},
+        {"nan": float("nan")},
+        {"bytes": b"x"},
+        {"record": SessionRecordLike(1)},
+    ):
+        with pytest.raises(TypeError if "nan" not in bad else ValueError):
+            _json_text(bad)
+        with pytest.raises(StoreError, match="not JSON"):
+            encode_data(bad)
+
+
+@dataclasses.dataclass
+class SessionRecordLike:
+    n: int
 
 
 def test_decode_data_always_gives_a_dict() -> None:
