@@ -98,7 +98,7 @@ class WatchedLog(ForwardingLog):
         # as a task of its own. Every model call makes three or four writes, so this path is kept to
         # one future and one callback.
         loop = asyncio.get_running_loop()
-        pending = asyncio.ensure_future(write)  # a future as it is; a coroutine becomes a task
+        pending = write if isinstance(write, asyncio.Future) else asyncio.ensure_future(write)  # a coroutine: a task
         self._pending.add(pending)
         landed: asyncio.Future[None] = loop.create_future()
         pending.add_done_callback(partial(self._landed, landed))
