@@ -63,10 +63,11 @@ else:  # pragma: no cover - interpreters without the C accelerator
     _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode  # type: ignore[assignment]
 _decode = json.JSONDecoder().decode
 # orjson writes json's very text (same escapes, separators and integers; byte for byte) for a dict of
-# strings, integers, booleans and None, several times faster: most events are such dicts. It refuses
-# what json would write differently (a key that is not a string, an integer wider than 64 bits,
-# text that is not UTF-8), which then goes through json; so does every other dict (floats, which
-# the two spell differently, nested values, other types, NaN).
+# strings, integers, booleans and None, several times faster; many events are such dicts (tool results,
+# model requests, lifecycle events). It refuses what json would write differently (a key that is not a
+# string, an integer wider than 64 bits, text that is not UTF-8), which then goes through json; so does
+# every other dict (floats, which the two spell differently; nested values; other types, some of which
+# orjson would write where json refuses them).
 _FLAT = frozenset((str, int, bool, type(None)))
 
 
