@@ -478,6 +478,10 @@ class Aggregator:
     def __len__(self) -> int:
         return len(self._items)
 
+    def __contains__(self, result_id: object) -> bool:
+        """Whether a result of that id has been added."""
+        return result_id in self._by_id
+
     def __repr__(self) -> str:
         s = self.stats()
         return (

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agent_fleet.aggregate import AggregateStats, Aggregator
@@ -332,17 +332,20 @@ class RunCoordinator:
             verification=verified.summary if verified is not None else None,
         )
 
-    async def _deduplicate(self, events: list[Event]) -> tuple[list[ResultItem], AggregateStats, dict[str, ResultItem]]:
+    async def _deduplicate(
+        self, events: list[Event]
+    ) -> tuple[list[ResultItem], AggregateStats, Callable[[str], ResultItem | None]]:
         """Every recorded result through the run's aggregator (what live deduplication built, if the
-        run dispatched here): the unique results, the dedup figures (stored as the run's dedup
-        snapshot) and every result as recorded, by id."""
+        run dispatched here; only the results it has not seen are read again): the unique results,
+        the dedup figures (stored as the run's dedup snapshot) and each result as it was recorded."""
         e = self.engine
-        raw = [ResultItem.from_dict(ev.data) for ev in events if ev.type == EventType.RESULT_ITEM]
+        recorded = {ev.data["id"]: ev.data for ev in events if ev.type == EventType.RESULT_ITEM}
         aggregator = self.aggregator or e.aggregator_for(self.run_id, self.options)
         self.aggregator = None  # the run's aggregator is spent: its cache closes below
         try:
-            decisions = await aggregator.add_many(raw)
-            self._offer([r for r, d in zip(raw, decisions, strict=True) if d.kind is DecisionKind.NEW])
+            unseen = [ResultItem.from_dict(data) for rid, data in recorded.items() if rid not in aggregator]
+            decisions = await aggregator.add_many(unseen)
+            self._offer([r for r, d in zip(unseen, decisions, strict=True) if d.kind is DecisionKind.NEW])
             self._all_offered = True
             unique = await aggregator.finalize()
             agg = aggregator.stats()
@@ -351,7 +354,12 @@ class RunCoordinator:
         finally:
             if aggregator.cache is not None:
                 aggregator.cache.close()
-        return unique, agg, {r.id: r for r in raw}
+
+        def as_recorded(result_id: str) -> ResultItem | None:
+            data = recorded.get(result_id)
+            return None if data is None else ResultItem.from_dict(data)
+
+        return unique, agg, as_recorded
 
     # -- shutdown ---------------------------------------------------------------------------------
     def notify(self) -> None:

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import heapq
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -319,15 +319,18 @@ class RunVerification:
         if self._metered.calls:
             await self._record(None)
 
-    async def finish(self, unique: Sequence[ResultItem], recorded: Mapping[str, ResultItem]) -> VerificationOutcome:
-        """Judge the sample of the final ``unique`` results (``recorded``: every result as its agent
+    async def finish(
+        self, unique: Sequence[ResultItem], recorded: Callable[[str], ResultItem | None]
+    ) -> VerificationOutcome:
+        """Judge the sample of the final ``unique`` results (``recorded``: a result as its agent
         recorded it, by id) and record the outcome."""
         sample = sample_for_verification(
             unique, fraction=self.config.fraction, minimum=self.config.minimum, seed=self.config.seed,
             maximum=self.config.maximum,
         )  # fmt: skip
         for r in sample:
-            self._items.setdefault(r.id, recorded.get(r.id, r))
+            if r.id not in self._items:
+                self._items[r.id] = recorded(r.id) or r
         self._sample = sample
         self._wake.set()
         await self._until_done()

@@ -106,7 +106,7 @@ async def test_nothing_is_judged_ahead_while_the_sessions_need_every_slot(tmp_pa
         # exactly the sample, smallest key first
         sample = bench.sample(bench.results)
         assert bench.asked() == sorted(sample, key=lambda rid: sample_key(SEED, rid))
-        outcome = await v.finish(bench.results, {r.id: r for r in bench.results})
+        outcome = await v.finish(bench.results, {r.id: r for r in bench.results}.get)
     assert bench.provider.calls == len(sample) == 10  # the final step judged nothing again
     assert outcome.summary["sampled"] == outcome.summary["judged"] == 10 and outcome.summary["calls"] == 10
     (event,) = [e for e in await bench.log.get_events("run-v") if e.type == EventType.VERIFICATION]
@@ -133,7 +133,7 @@ async def test_the_sample_is_the_final_unique_results_draw_whatever_was_judged_a
         unique = [r for r in bench.results if r.id not in ahead[:2]]
         v.progress = lambda: 1.0
         v.offer(second_half)
-        outcome = await v.finish(unique, {r.id: r for r in bench.results})
+        outcome = await v.finish(unique, {r.id: r for r in bench.results}.get)
     sample = bench.sample(unique)
     assert len(sample) == 20 and not set(ahead[:2]) & set(sample)
     summary = outcome.summary
@@ -159,7 +159,7 @@ async def test_verdicts_recorded_earlier_are_not_paid_for_again(tmp_path: Path) 
     )
     v = bench.verification(list(await bench.log.get_events("run-v")))
     async with clock.auto_advance():
-        outcome = await v.finish(bench.results, {r.id: r for r in bench.results})
+        outcome = await v.finish(bench.results, {r.id: r for r in bench.results}.get)
     assert bench.provider.calls == len(sample) - 3
     assert outcome.summary["judged"] == len(sample) and outcome.summary["calls"] == len(sample)  # 3 earlier
     reasons = {r.id: r.extra["verification"]["reason"] for r in outcome.results if "verification" in r.extra}
