@@ -48,6 +48,7 @@ __all__ = ["DEFAULT_GRACE_S", "RunCoordinator"]
 DEFAULT_GRACE_S = 10.0  # how long a shutdown lets the sessions in flight reach their turn boundary
 
 _REPORTED = ("completed", "partial")  # the statuses whose results are verified
+_AHEAD_FROM = 0.5  # share of the sessions ended from which verification may judge ahead
 _PREPARE_AT = (0.9, 0.97)  # shares of the sessions ended at which the final pass is run ahead
 
 
@@ -279,6 +280,7 @@ class RunCoordinator:
         v.demand = self._demand
         v.progress = self._progress
         v.pending = self._pending
+        v.ahead = self._ahead
         if self._notified:
             v.close()
         return v
@@ -295,6 +297,13 @@ class RunCoordinator:
             return 1.0
         ended = self._ended_before + stats.completed + stats.failed + stats.paused
         return ended / len(self.plan.partitions)
+
+    def _ahead(self) -> bool:
+        """Verification may start ahead of the final results once half the sessions ended (the sample's
+        size is projected from them) and while no session is paused: a run that ends paused reports no
+        verification, and budgets are short there."""
+        stats = self.dispatcher.stats if self.dispatcher is not None else None
+        return self._progress() >= _AHEAD_FROM and (stats is None or stats.paused == 0)
 
     def _pending(self) -> int:
         """Results heard and not clustered yet (the final pass offers them)."""

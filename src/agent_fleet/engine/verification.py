@@ -189,6 +189,7 @@ class RunVerification:
         self.demand: Callable[[], int] = lambda: 0  # slots the run's own sessions may still ask for
         self.progress: Callable[[], float] = lambda: 1.0  # share of the run's sessions that ended
         self.pending: Callable[[], int] = lambda: 0  # results recorded and not offered yet
+        self.ahead: Callable[[], bool] = lambda: True  # whether the run is far enough to judge ahead
 
     @classmethod
     def wanted(cls, config: FleetConfig) -> bool:
@@ -228,15 +229,15 @@ class RunVerification:
         return self._cut[1]
 
     def room(self) -> int:
-        """Calls that may start now. Ahead of the final results: only in gateway capacity nobody waits
-        for and the run's own sessions will not ask for (each session has one call at a time), so
-        verification never holds up the run. Once the run waits on its sample: at least
-        ``concurrency`` in flight, in turn with every other call."""
+        """Calls that may start now. Ahead of the final results: only while the run says it may be
+        (``ahead``), in gateway capacity nobody waits for and the run's own sessions will not ask for
+        (each session has one call at a time), so verification never holds up the run. Once the run
+        waits on its sample: at least ``concurrency`` in flight, in turn with every other call."""
         stats = self._gateway.limiter.statistics()
         total = stats.total_tokens if stats.total_tokens is not None else self.config.concurrency
         free = stats.available_tokens if stats.available_tokens is not None else total
         flying = len(self._in_flight)
-        room = 0 if stats.tasks_waiting else min(free, total - self.demand() - flying)
+        room = 0 if stats.tasks_waiting or not self.ahead() else min(free, total - self.demand() - flying)
         if self._sample is not None:
             room = max(room, self.config.concurrency - flying)
         return max(0, room)
