@@ -98,6 +98,19 @@ async def test_openai_sdk_plain_call_is_metered(stack: Stack) -> None:
     assert stack.gateway.statistics().open_reservations == 0
 
 
+async def test_openai_paths_also_answer_on_the_root(stack: Stack) -> None:
+    # A client configured with the gateway's root URL (no /v1) reaches the same endpoints.
+    token = stack.service.issue("s-root")
+    client = openai.AsyncOpenAI(base_url=stack.service.root_url, api_key=token, max_retries=0)
+    stack.clients.append(client)
+    chat = await client.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES, max_tokens=50)
+    answer = await client.responses.create(model="gpt-4.1-mini", input="Task: say hello", max_output_tokens=50)
+    vectors = await client.embeddings.create(model="text-embedding-3-small", input=["a", "b"])
+    assert chat.choices[0].message.content and answer.output_text and len(vectors.data) == 2
+    assert stack.gateway.session_usage("s-root").calls == 3
+    assert [outcome["outcome"] for sid, outcome in stack.calls if sid == "s-root"] == ["ok", "ok", "ok"]
+
+
 async def test_openai_sdk_stream_meters_usage_it_did_not_ask_for(stack: Stack) -> None:
     client = stack.openai("s-2")
     stream = await client.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES, max_tokens=200, stream=True)

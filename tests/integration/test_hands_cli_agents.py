@@ -13,7 +13,7 @@ from _stub_gateway import StubGateway, stub_gateway
 
 from agent_fleet.domain.plan import InputKind, Partition
 from agent_fleet.errors import UsageError
-from agent_fleet.hands.cli_agents import CliAgentSpec, GatewayAccess, run_cli_agent
+from agent_fleet.hands.cli_agents import CliAgentSpec, CommandAgent, GatewayAccess
 from agent_fleet.hands.cli_check import check_agent_command
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import LocalSandboxProvider, SandboxConfig
@@ -51,9 +51,9 @@ async def test_standins_report_items_usage_and_cost(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-provider-key-never-in-sandbox")
     async with stub_gateway() as gw:
         gate = access(gw)
-        out = await run_cli_agent(
-            CliAgentSpec(command=standin_command(fmt, "--calls 2"), format=fmt, timeout=60),
-            provider=provider,
+        out = await CommandAgent(
+            CliAgentSpec(command=standin_command(fmt, "--calls 2"), format=fmt, timeout=60), provider
+        ).run(
             session_id="run-x.s00003",
             partition=partition(),
             task="Review these pages for broken links",
@@ -77,9 +77,9 @@ async def test_standins_report_items_usage_and_cost(
 
 async def test_hanging_cli_is_killed_at_its_hard_timeout(provider: LocalSandboxProvider) -> None:
     async with stub_gateway() as gw:
-        out = await run_cli_agent(
-            CliAgentSpec(command=standin_command("codex", "--hang"), format="codex", timeout=8),
-            provider=provider,
+        out = await CommandAgent(
+            CliAgentSpec(command=standin_command("codex", "--hang"), format="codex", timeout=8), provider
+        ).run(
             session_id="s-hang",
             partition=partition(),
             task="t",
@@ -93,9 +93,9 @@ async def test_hanging_cli_is_killed_at_its_hard_timeout(provider: LocalSandboxP
 
 async def test_crashing_cli_fails_its_session(provider: LocalSandboxProvider) -> None:
     async with stub_gateway() as gw:
-        out = await run_cli_agent(
-            CliAgentSpec(command=standin_command("jsonl", "--crash"), format="jsonl", timeout=60),
-            provider=provider,
+        out = await CommandAgent(
+            CliAgentSpec(command=standin_command("jsonl", "--crash"), format="jsonl", timeout=60), provider
+        ).run(
             session_id="s-crash",
             partition=partition(),
             task="t",
@@ -109,9 +109,9 @@ async def test_budget_stops_a_cli_agent(provider: LocalSandboxProvider) -> None:
     async with stub_gateway() as gw:
         gate = access(gw)
         gw.budgets[gate.token] = 1  # the first call spends it
-        out = await run_cli_agent(
-            CliAgentSpec(command=standin_command("codex", "--calls 5"), format="codex", timeout=60),
-            provider=provider,
+        out = await CommandAgent(
+            CliAgentSpec(command=standin_command("codex", "--calls 5"), format="codex", timeout=60), provider
+        ).run(
             session_id="s-budget",
             partition=partition(),
             task="t",
@@ -131,14 +131,11 @@ async def test_directory_partition_runs_in_a_worktree_with_its_partition_file(
         '"$(cat $f)" "$FLEET_TASK" "$f"; done; echo "session $FLEET_SESSION_ID"'
     )
     async with stub_gateway() as gw:
-        out = await run_cli_agent(
-            CliAgentSpec(command=cmd, timeout=30),
-            provider=provider,
+        out = await CommandAgent(CliAgentSpec(command=cmd, timeout=30), provider, repo).run(
             session_id="s-dir",
             partition=partition(InputKind.DIRECTORY, ("b.py",)),
             task="check",
             gateway=access(gw),
-            input_root=repo,
         )
     assert out.ok, out.stderr_tail
     assert [(i.title, i.body, i.location) for i in out.items] == [("beta", "check", "b.py")]
@@ -148,9 +145,9 @@ async def test_a_command_that_cannot_start_fails_with_its_stderr(
     provider: LocalSandboxProvider, tmp_path: Path
 ) -> None:
     async with stub_gateway() as gw:
-        out = await run_cli_agent(
-            CliAgentSpec(command="/nonexistent/agent --go", format="jsonl", timeout=30),
-            provider=provider,
+        out = await CommandAgent(
+            CliAgentSpec(command="/nonexistent/agent --go", format="jsonl", timeout=30), provider
+        ).run(
             session_id="s-nostart",
             partition=partition(),
             task="t",

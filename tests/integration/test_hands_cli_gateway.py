@@ -12,7 +12,7 @@ import pytest
 from _hands_support import have_bwrap, owner_pids, sandbox_root
 
 from agent_fleet.domain.plan import InputKind, Partition
-from agent_fleet.hands.cli_agents import CliAgentSpec, CliOutcome, GatewayAccess, run_cli_agent
+from agent_fleet.hands.cli_agents import CliAgentSpec, CliOutcome, CommandAgent, GatewayAccess
 from agent_fleet.hands.sandbox import LocalSandboxProvider, SandboxConfig
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.providers import AnthropicProvider, OpenAIProvider
@@ -72,8 +72,8 @@ async def test_fifty_cli_agents_through_the_gateway(service: GatewayService) -> 
             )
             spec = specs["claude" if i % 5 == 1 else "codex"]
             async with gate:
-                outcomes[sid] = await run_cli_agent(
-                    spec, provider=provider, session_id=sid, partition=part, task="review", gateway=access
+                outcomes[sid] = await CommandAgent(spec, provider).run(
+                    session_id=sid, partition=part, task="review", gateway=access
                 )
 
         async with asyncio.TaskGroup() as tg:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agent_fleet.admission.kueue_export import per_session_quota
 from agent_fleet.admission.kueue_specs import FieldContext, read_cluster_queue, read_cohort, read_local_queue
 from agent_fleet.admission.objects import (
     FAIR_SHARING_STRATEGIES,
@@ -213,14 +214,15 @@ def _check_references(objects: KueueObjects, warnings: list[str]) -> None:
             node = objects.cohorts[node].parent
 
 
-def parse_fair_sharing(raw: Any, where: str) -> FairSharing:
-    """``fairSharing: {enable, preemptionStrategies}`` as Kueue's configuration spells it."""
+def parse_fair_sharing(raw: Any, where: str, *, enabled: bool = False) -> FairSharing:
+    """``fairSharing: {enable, preemptionStrategies}`` as Kueue's configuration spells it;
+    ``enabled`` is what a missing ``enable`` means (v1beta2 has no such field: it is on)."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: fairSharing: must be a mapping")
     for key in raw:
         if key not in ("enable", "preemptionStrategies"):
             raise ConfigError(f"{where}: fairSharing.{key}: unknown field")
-    enable = raw.get("enable", False)
+    enable = raw.get("enable", enabled)
     if not isinstance(enable, bool):
         raise ConfigError(f"{where}: fairSharing.enable: must be true or false")
     strategies = raw.get("preemptionStrategies") or []
@@ -258,7 +260,15 @@ def _configuration(item: Mapping[str, Any], where: str, warnings: list[str]) -> 
             chosen[_GATES[gate]] = value
         else:
             warnings.append(f"Configuration {where}: feature gate {gate} does not decide admission here; ignored")
-    fs = parse_fair_sharing(item["fairSharing"], f"Configuration {where}") if "fairSharing" in item else FairSharing()
+    fs = FairSharing()
+    if item.get("fairSharing") is not None:
+        # config.kueue.x-k8s.io/v1beta2 dropped fairSharing.enable: the block's presence turns it on
+        # (Kueue converts a v1beta1 block with enable false to none at all).
+        v1beta2 = api == _CONFIG_API[1]
+        if v1beta2 and isinstance(item["fairSharing"], Mapping) and "enable" in item["fairSharing"]:
+            warnings.append(f"Configuration {where}: fairSharing.enable is not a v1beta2 field; ignored (on)")
+            item = {**item, "fairSharing": {k: v for k, v in item["fairSharing"].items() if k != "enable"}}
+        fs = parse_fair_sharing(item["fairSharing"], f"Configuration {where}", enabled=v1beta2)
     return replace(
         fs,
         preempt_within_nominal=chosen.get("preempt_within_nominal", fs.preempt_within_nominal),
@@ -266,10 +276,22 @@ def _configuration(item: Mapping[str, Any], where: str, warnings: list[str]) -> 
     )
 
 
-def default_objects(concurrency: int) -> KueueObjects:
-    """One ClusterQueue ``default`` whose ``pods`` quota is the run's concurrency, and LocalQueue ``default``."""
+def default_objects(concurrency: int, *, per_session: Mapping[str, Any] | None = None) -> KueueObjects:
+    """One ClusterQueue ``default`` whose ``pods`` quota is the run's concurrency, and LocalQueue ``default``.
+
+    ``per_session`` (resource -> one session's request, e.g. its sandbox's ``cpu`` and ``memory``)
+    adds those resources to the queue, each with ``concurrency`` sessions' worth of quota: the same
+    sessions fit, and a Kubernetes Job requesting them is admitted by Kueue, which holds back any
+    workload that requests a resource its ClusterQueue does not cover."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency: must be a positive integer, got {concurrency!r}")
+    extra = {r: v for r, v in (per_session or {}).items() if r != "pods"}
+    quotas = [{"name": "pods", "nominalQuota": concurrency}]
+    for resource, request in extra.items():
+        try:
+            quotas.append({"name": resource, "nominalQuota": per_session_quota(resource, request, concurrency)})
+        except ValueError as exc:
+            raise ConfigError(f"per-session {resource} request: {exc}") from None
     return parse_objects(
         [
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
@@ -281,10 +303,8 @@ def default_objects(concurrency: int) -> KueueObjects:
                     "namespaceSelector": {},
                     "resourceGroups": [
                         {
-                            "coveredResources": ["pods"],
-                            "flavors": [
-                                {"name": "default", "resources": [{"name": "pods", "nominalQuota": concurrency}]}
-                            ],
+                            "coveredResources": [q["name"] for q in quotas],
+                            "flavors": [{"name": "default", "resources": quotas}],
                         }
                     ],
                 },

@@ -10,6 +10,7 @@ objects of :mod:`agent_fleet.admission.objects`; :mod:`agent_fleet.admission.kue
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from agent_fleet.admission.objects import (
@@ -32,6 +33,7 @@ __all__ = ["FieldContext", "read_cluster_queue", "read_cohort", "read_local_queu
 
 _POLICIES_WITHIN = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 _POLICIES_RECLAIM = ("Never", "LowerPriority", "Any")
+_MIN_WEIGHT = Decimal("1e-9")
 
 
 class FieldContext:
@@ -100,6 +102,8 @@ def _fair_weight(ctx: FieldContext, spec: Mapping[str, Any]) -> float:
         raise ctx.fail("spec.fairSharing.weight", str(exc)) from None
     if weight < 0:
         raise ctx.fail("spec.fairSharing.weight", "must be non-negative")
+    if 0 < weight <= _MIN_WEIGHT:
+        raise ctx.fail("spec.fairSharing.weight", "must be 0 or above 10^-9 (Kueue refuses smaller weights)")
     return float(weight)
 
 
@@ -252,6 +256,11 @@ def read_cluster_queue(ctx: FieldContext, name: str, spec: Mapping[str, Any]) ->
         preference = ctx.enum(
             preference, ("BorrowingOverPreemption", "PreemptionOverBorrowing"), "spec.flavorFungibility.preference", ""
         )
+        if (when_borrow, when_preempt) != ("TryNextFlavor", "TryNextFlavor"):
+            raise ctx.fail(
+                "spec.flavorFungibility.preference",
+                "can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
+            )
     return ClusterQueue(
         name=name,
         cohort=cohort,

@@ -71,21 +71,17 @@ def dashboard_cmd(
     async def serve() -> None:
         import asyncio
 
-        from aiohttp import web
-
+        from agent_fleet.app_server import AppServer
         from agent_fleet.observe.dashboard import FleetReader, ReaderOptions, dashboard_app
         from agent_fleet.session.store import open_store, resolve_store_url
 
         log = open_store(resolve_store_url(store))
         async with log:
             reader = FleetReader(log, options=ReaderOptions(near_budget=near_budget, top_k=top_k, runs=runs))
-            runner = web.AppRunner(dashboard_app(reader, _LogDesk(log, config)), handle_signals=False, access_log=None)
-            await runner.setup()
+            server = AppServer()
+            await server.start(dashboard_app(reader, _LogDesk(log, config)), host, port)
             try:
-                site = web.TCPSite(runner, host, port)
-                await site.start()
-                bound = runner.addresses[0][1] if runner.addresses else port
-                url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}/"
+                url = f"http://{'[' + host + ']' if ':' in host else host}:{server.port}/"
                 if as_json:
                     sys.stdout.write(json.dumps({"url": url, "metrics_url": url + "metrics"}) + "\n")
                 else:
@@ -98,7 +94,7 @@ def dashboard_cmd(
                     webbrowser.open(url)
                 await asyncio.Event().wait()
             finally:
-                await runner.cleanup()
+                await server.stop()
 
     run_async(serve())
 

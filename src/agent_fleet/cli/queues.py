@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -14,6 +14,7 @@ from agent_fleet.errors import ConfigError, FleetError, StoreUnreachable
 
 if TYPE_CHECKING:
     from agent_fleet.admission.objects import KueueObjects
+    from agent_fleet.config import FleetConfig
 
 __all__ = ["load_queue_config", "register"]
 
@@ -32,13 +33,16 @@ def _fail(exc: FleetError) -> typer.Exit:
     return typer.Exit(exc.exit_code)
 
 
-def load_queue_config(path: Path) -> KueueObjects:
-    """Kueue objects from a fleet.yaml (``queues:`` a path or inline objects) or a Kueue YAML file."""
+def load_queue_config(path: Path, *, default: Callable[[FleetConfig], KueueObjects] | None = None) -> KueueObjects:
+    """Kueue objects from a fleet.yaml (``queues:`` a path or inline objects) or a Kueue YAML file.
+    A fleet.yaml without ``queues:`` is refused, or gives ``default(its config)`` when given."""
     from agent_fleet.admission.kueue import load_kueue_yaml
-    from agent_fleet.config import load_yaml, read_yaml_file
+    from agent_fleet.config import load_config, load_yaml, read_yaml_file
 
     text = read_yaml_file(path)
     first = load_yaml(text, source=str(path))
+    if default is not None and (first is None or (isinstance(first, Mapping) and not _names_objects(first))):
+        return default(load_config(path))
     if isinstance(first, Mapping) and "kind" not in first and "queues" in first:
         queues = first["queues"]
         if isinstance(queues, str):
@@ -56,6 +60,11 @@ def load_queue_config(path: Path) -> KueueObjects:
     if isinstance(first, Mapping) and "kind" not in first:
         raise ConfigError(f"{path}: neither Kueue YAML nor a fleet.yaml with queues:")
     return load_kueue_yaml(path)
+
+
+def _names_objects(doc: Mapping[str, Any]) -> bool:
+    """Whether a YAML mapping is a Kueue object or carries Kueue objects (``queues:``, ``objects:``)."""
+    return "kind" in doc or "queues" in doc or "objects" in doc
 
 
 def _read_live(store: str | None) -> dict[str, Any] | None:
@@ -156,6 +165,52 @@ def simulate_command(
         typer.echo(json.dumps(result.to_json()))
     else:
         typer.echo(format_result(result))
+
+
+@queues_app.command("export")
+def export_command(
+    config: Path | None = typer.Option(None, "--config", help="fleet.yaml (queues:) or Kueue YAML"),
+    out: Path | None = typer.Option(None, "--out", help="write the YAML to this file instead of stdout"),
+    jobs: bool = typer.Option(False, "--jobs", help="write the sandbox Jobs of a run's plan instead"),
+    task: str | None = typer.Option(None, "--task", help="with --jobs: what every agent should do"),
+    input: str | None = typer.Option(None, "--input", help="with --jobs: a directory, a .txt list, .jsonl or .csv"),
+    agents: int = typer.Option(10, "--agents", help="with --jobs: how many agent sessions (partitions)"),
+    queue: str | None = typer.Option(None, "--queue", help="with --jobs: the LocalQueue (ns/name or name)"),
+    priority: str | None = typer.Option(None, "--priority", help="with --jobs: the WorkloadPriorityClass"),
+    agent_cmd: str | None = typer.Option(None, "--agent-cmd", help="with --jobs: the CLI agent each Job runs"),
+    image: str | None = typer.Option(None, "--image", help="with --jobs: the container image holding the agent"),
+    gateway_url: str | None = typer.Option(None, "--gateway-url", help="with --jobs: the gateway as pods reach it"),
+    timeout: float | None = typer.Option(None, "--timeout", help="with --jobs: seconds per session"),
+) -> None:
+    """The queues as Kueue v1beta2 YAML (ResourceFlavors, Cohorts, ClusterQueues, LocalQueues,
+    WorkloadPriorityClasses); with --jobs, one suspended batch/v1 Job per session of a run's plan."""
+    from agent_fleet.cli.queues_export import export_jobs, export_queues
+
+    try:
+        if jobs:
+            text = export_jobs(
+                config,
+                task=task,
+                input_path=input,
+                agents=agents,
+                queue=queue,
+                priority=priority,
+                agent_cmd=agent_cmd,
+                image=image,
+                gateway_url=gateway_url,
+                timeout=timeout,
+            )
+        else:
+            text = export_queues(config)
+        if out is None:
+            typer.echo(text, nl=False)
+        else:
+            out.write_text(text)
+    except FleetError as exc:
+        raise _fail(exc) from None
+    except OSError as exc:
+        typer.echo(f"error: {out}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def register(app: typer.Typer) -> None:

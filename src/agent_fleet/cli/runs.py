@@ -257,7 +257,7 @@ def status_cmd(
 ) -> None:
     """Runs, or one run: sessions by state, tokens, cost, errors."""
     from agent_fleet.aggregate.live import snapshot_key
-    from agent_fleet.observe.summary import FIGURE_EVENTS, run_figures
+    from agent_fleet.observe.summary import read_run_figures
     from agent_fleet.session.store import open_store, resolve_store_url
 
     async def go() -> dict[str, Any]:
@@ -267,14 +267,7 @@ def status_cmd(
             rec = await log.get_session(run_id)
             if rec is None or rec.kind != "run":
                 raise SessionNotFound(f"no run {run_id!r} in this store")
-            sessions = await log.list_sessions(run_id)
-            events = await log.events_of_run(run_id, list(FIGURE_EVENTS))
-            figures = run_figures(sessions, events, await log.get_events(run_id)).to_summary()
-            by_state: dict[str, int] = {}
-            for s in sessions:
-                by_state[str(s.state)] = by_state.get(str(s.state), 0) + 1
-            row = await _run_row(log, rec)
-            out = {**row, **figures, "sessions": by_state, "partitions": len(sessions)}
+            out = {**await _run_row(log, rec), **await read_run_figures(log, run_id)}
             live = await log.get_snapshot(snapshot_key(run_id))
             if live is not None:  # clustered as the results came in; final once the run has ended
                 keys = ("raw", "unique", "dedup_rate", "final", "embedder", "embedded", "cache_hits")

@@ -13,8 +13,7 @@ import os
 import ssl
 from collections.abc import Callable, Mapping
 
-from aiohttp import web
-
+from agent_fleet.app_server import AppServer
 from agent_fleet.config import load_config
 from agent_fleet.control.api import Mount, build_app
 from agent_fleet.control.host import FleetHost
@@ -77,19 +76,13 @@ async def serve(
     async with FleetHost.open(store_url=store_url, config_path=config_path, env=env) as fleet:
         for run_id in await fleet.recover():  # runs a killed server (or a crashed deploy) left live
             _logger.warning("resumed run %s: its process is gone", run_id)
-        app = build_app(fleet, tokens, mount=mount)
-        runner = web.AppRunner(app, access_log=_logger, handle_signals=False)
-        await runner.setup()
+        server = AppServer(access_log=_logger)
+        await server.start(build_app(fleet, tokens, mount=mount), host, port, ssl_context=context)
         try:
-            site = web.TCPSite(runner, host, port, ssl_context=context)
-            await site.start()
-            server = site._server
-            sockets = getattr(server, "sockets", None) or ()
-            bound = sockets[0].getsockname()[1] if sockets else port
             scheme = "https" if context is not None else "http"
             shown = f"[{host}]" if ":" in host else host
             if on_ready is not None:
-                on_ready(f"{scheme}://{shown}:{bound}")
+                on_ready(f"{scheme}://{shown}:{server.port}")
             await asyncio.Event().wait()
         finally:
-            await runner.cleanup()
+            await server.stop()

@@ -12,12 +12,10 @@ from agent_fleet.aggregate.live import snapshot_key
 from agent_fleet.control.host import FleetHost
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
 from agent_fleet.errors import SessionNotFound
-from agent_fleet.observe.summary import FIGURE_EVENTS, run_figures
+from agent_fleet.observe.summary import read_run_figures
 from agent_fleet.options import RunOptions
 
 __all__ = ["run_detail", "run_results", "run_row"]
-
-_FIGURE_EVENTS = list(FIGURE_EVENTS)
 
 
 def _status(host: FleetHost, rec: SessionRecord, live: bool) -> str:
@@ -51,18 +49,7 @@ async def run_detail(host: FleetHost, run_id: str, options: RunOptions) -> dict[
     rec = await log.get_session(run_id)
     if rec is None:
         raise SessionNotFound(f"no run {run_id!r}")
-    sessions = await log.list_sessions(run_id)
-    events = await log.events_of_run(run_id, _FIGURE_EVENTS)
-    figures = run_figures(sessions, events, await log.get_events(run_id)).to_summary()
-    by_state: dict[str, int] = {}
-    for s in sessions:
-        by_state[str(s.state)] = by_state.get(str(s.state), 0) + 1
-    out: dict[str, Any] = {
-        **run_row(host, rec, options, live=live),
-        **figures,
-        "sessions": by_state,
-        "partitions": len(sessions),
-    }
+    out = {**run_row(host, rec, options, live=live), **await read_run_figures(log, run_id)}
     if run_id in host.failures:
         out["error"] = host.failures[run_id]
     dedup = await log.get_snapshot(snapshot_key(run_id))

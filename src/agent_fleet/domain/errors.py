@@ -76,28 +76,27 @@ _LEGACY = {
 }
 
 
+# The first class a failure is an instance of names its kind (a subclass before its base).
+_KIND_OF_CLASS: tuple[tuple[type[BaseException], ErrorKind], ...] = (
+    (QuotaExhausted, ErrorKind.QUOTA),
+    (RateLimited, ErrorKind.RATE_LIMITED),
+    (Overloaded, ErrorKind.SERVER),
+    (MalformedResponse, ErrorKind.BAD_RESPONSE),
+    (ContextLengthExceeded, ErrorKind.CONTEXT_LENGTH),
+    (ModelNotFound, ErrorKind.MODEL_NOT_FOUND),
+    (ClientRequestError, ErrorKind.CLIENT),
+    (ProviderTimeout, ErrorKind.TIMEOUT),
+    (ProviderUnreachable, ErrorKind.UNREACHABLE),
+)
+
+
 def error_kind(exc: BaseException) -> ErrorKind:
     """The kind of a failed attempt."""
     if isinstance(exc, ProviderAuthError):
         return ErrorKind.AUTH if exc.status == 401 else ErrorKind.FORBIDDEN
-    if isinstance(exc, QuotaExhausted):
-        return ErrorKind.QUOTA
-    if isinstance(exc, RateLimited):
-        return ErrorKind.RATE_LIMITED
-    if isinstance(exc, Overloaded):
-        return ErrorKind.SERVER
-    if isinstance(exc, MalformedResponse):
-        return ErrorKind.BAD_RESPONSE
-    if isinstance(exc, ContextLengthExceeded):
-        return ErrorKind.CONTEXT_LENGTH
-    if isinstance(exc, ModelNotFound):
-        return ErrorKind.MODEL_NOT_FOUND
-    if isinstance(exc, ClientRequestError):
-        return ErrorKind.CLIENT
-    if isinstance(exc, ProviderTimeout):
-        return ErrorKind.TIMEOUT
-    if isinstance(exc, ProviderUnreachable):
-        return ErrorKind.UNREACHABLE
+    for cls, kind in _KIND_OF_CLASS:
+        if isinstance(exc, cls):
+            return kind
     return ErrorKind.OTHER
 
 

@@ -2,30 +2,10 @@
 
 Other planes use :mod:`agent_fleet.hands.port`; the implementations (local sandboxes, the toolbox,
 CLI agents, the MCP pool, web fetching) are modules of their own, imported where they are wired.
+The plane's own names are its port's.
 """
 
-from agent_fleet.hands.port import (
-    CliAgent,
-    CliOutcome,
-    CompletedRun,
-    GatewayAccess,
-    Hands,
-    ResourceSpec,
-    Sandbox,
-    SandboxProvider,
-    SandboxState,
-    ToolOutput,
-)
+from agent_fleet.hands import port
+from agent_fleet.hands.port import *  # noqa: F403
 
-__all__ = [
-    "CliAgent",
-    "CliOutcome",
-    "CompletedRun",
-    "GatewayAccess",
-    "Hands",
-    "ResourceSpec",
-    "Sandbox",
-    "SandboxProvider",
-    "SandboxState",
-    "ToolOutput",
-]
+__all__ = port.__all__

@@ -42,7 +42,6 @@ __all__ = [
     "CommandAgent",
     "GatewayAccess",
     "render_command",
-    "run_cli_agent",
 ]
 
 PARTITION_FILE = ".fleet-partition.txt"
@@ -89,8 +88,8 @@ class CliAgentSpec:
 
 @dataclass(frozen=True, slots=True)
 class CommandAgent:
-    """The :class:`~agent_fleet.hands.port.CliAgent` of ``deploy --agent-cmd``: ``spec`` run by
-    :func:`run_cli_agent` in sandboxes from ``sandboxes`` (directory inputs from ``input_root``)."""
+    """The :class:`~agent_fleet.hands.port.CliAgent` of ``deploy --agent-cmd``: ``spec`` run in
+    sandboxes from ``sandboxes`` (directory inputs from ``input_root``)."""
 
     spec: CliAgentSpec
     sandboxes: SandboxProvider
@@ -107,17 +106,66 @@ class CommandAgent:
         stop: asyncio.Event | None = None,
         keep: Callable[[CliState], None] | None = None,
     ) -> CliOutcome:
-        return await run_cli_agent(
-            self.spec,
-            provider=self.sandboxes,
+        """Run ``spec.command`` for one partition in a fresh sandbox and read its output, as
+        :meth:`CliAgent.run <agent_fleet.hands.port.CliAgent.run>` says; a ``resume`` is written back
+        into the sandbox for the command to continue (:mod:`~agent_fleet.hands.cli_state`)."""
+        spec = self.spec
+        source = self.input_root if partition.kind is InputKind.DIRECTORY else None
+        items = partition.items if source is not None else ()
+        box = await self.sandboxes.provision(
+            spec.resources, session_id=session_id, source=source, items=items, allow_network=True
+        )
+        try:
+            home = box.workdir
+            partition_file = str(home / PARTITION_FILE)
+            analytics_log = str(home / ANALYTICS_FILE)
+            await _seed_box(box, home, partition_file, spec=spec, partition=partition, gateway=gateway, resume=resume)
+            env = agent_env(
+                task=task,
+                partition_file=partition_file,
+                session_id=session_id,
+                analytics_log=analytics_log,
+                gateway=gateway,
+                egress=spec.egress,
+            )
+            command = resumed_command(spec.command, spec.format, resume)
+            cmd = render_command(command, task=task, partition_file=partition_file, analytics_log=analytics_log)
+            try:
+                run, stopped = await _run_until_stopped(box, cmd, timeout=spec.timeout, env=env, stop=stop)
+            except asyncio.CancelledError:  # preempted or moved: keep the conversation for the next attempt
+                if keep is not None:
+                    left = await asyncio.to_thread(read_own_files, spec.format, home)
+                    sid = resume.cli_session_id if resume is not None else None
+                    if left:
+                        keep(CliState(spec.format, _session_in(spec.format, left) or sid, str(home), left))
+                raise
+            analytics = await asyncio.to_thread(_read_text, Path(analytics_log)) if spec.format == "aider" else ""
+            files = await asyncio.to_thread(read_own_files, spec.format, home)
+            edited = tuple(edited_paths(spec.format, run.stdout, files))
+            if edited:
+                files.update(await asyncio.to_thread(read_own_files, "jsonl", home, edited))
+            report = parse_output(spec.format, run.stdout, analytics_log=analytics, files=files)
+        finally:
+            await box.aclose()
+        conversation = {k: v for k, v in files.items() if k not in edited}
+        sid = report.cli_session_id or (resume.cli_session_id if resume is not None else None)
+        state = CliState(spec.format, sid, str(home), conversation) if conversation else resume
+        return CliOutcome(
             session_id=session_id,
-            partition=partition,
-            task=task,
-            gateway=gateway,
-            input_root=self.input_root,
-            resume=resume,
-            stop=stop,
-            keep=keep,
+            partition_id=partition.id,
+            items=_result_items(report, session_id, partition),
+            usage=report.usage,
+            cost_usd=report.cost_usd,
+            exit_code=run.exit_code,
+            timed_out=run.timed_out,
+            killed=run.killed,
+            error=_failure(run, report, spec.timeout),
+            stderr_tail=run.stderr[-_STDERR_TAIL:],
+            duration=run.duration,
+            cli_session_id=sid,
+            state=state,
+            stopped=stopped,
+            auth_failed=authentication_failed(report.error),
         )
 
 
@@ -238,87 +286,6 @@ def _failure(run: CompletedRun, report: CliReport, timeout: float) -> str | None
         return None
     tail = run.stderr.strip()[-_ERROR_TAIL:]
     return f"{error}; stderr: {tail}" if tail else error
-
-
-async def run_cli_agent(
-    spec: CliAgentSpec,
-    *,
-    provider: SandboxProvider,
-    session_id: str,
-    partition: Partition,
-    task: str,
-    gateway: GatewayAccess,
-    input_root: Path | None = None,
-    resume: CliState | None = None,
-    stop: asyncio.Event | None = None,
-    keep: Callable[[CliState], None] | None = None,
-) -> CliOutcome:
-    """Run ``spec.command`` for one partition in a fresh sandbox and read its output.
-
-    With ``resume`` (what an earlier attempt left), the tool's conversation is written back and the
-    command continues it (:mod:`~agent_fleet.hands.cli_state`). Once ``stop`` is set (the gateway
-    refused a call on budget) the command is stopped. If the attempt is cancelled, ``keep`` gets
-    the conversation as the command left it. Never raises for what the CLI does (non-zero
-    exit, garbage output, a hang): that is in the outcome. Raises :class:`SandboxError` only if no
-    sandbox could be created.
-    """
-    source = input_root if partition.kind is InputKind.DIRECTORY else None
-    items = partition.items if source is not None else ()
-    box = await provider.provision(
-        spec.resources, session_id=session_id, source=source, items=items, allow_network=True
-    )
-    try:
-        home = box.workdir
-        partition_file = str(home / PARTITION_FILE)
-        analytics_log = str(home / ANALYTICS_FILE)
-        await _seed_box(box, home, partition_file, spec=spec, partition=partition, gateway=gateway, resume=resume)
-        env = agent_env(
-            task=task,
-            partition_file=partition_file,
-            session_id=session_id,
-            analytics_log=analytics_log,
-            gateway=gateway,
-            egress=spec.egress,
-        )
-        command = resumed_command(spec.command, spec.format, resume)
-        cmd = render_command(command, task=task, partition_file=partition_file, analytics_log=analytics_log)
-        try:
-            run, stopped = await _run_until_stopped(box, cmd, timeout=spec.timeout, env=env, stop=stop)
-        except asyncio.CancelledError:  # preempted or moved: keep the conversation for the next attempt
-            if keep is not None:
-                left = await asyncio.to_thread(read_own_files, spec.format, home)
-                sid = resume.cli_session_id if resume is not None else None
-                if left:
-                    keep(CliState(spec.format, _session_in(spec.format, left) or sid, str(home), left))
-            raise
-        analytics = await asyncio.to_thread(_read_text, Path(analytics_log)) if spec.format == "aider" else ""
-        files = await asyncio.to_thread(read_own_files, spec.format, home)
-        edited = tuple(edited_paths(spec.format, run.stdout, files))
-        if edited:
-            files.update(await asyncio.to_thread(read_own_files, "jsonl", home, edited))
-        report = parse_output(spec.format, run.stdout, analytics_log=analytics, files=files)
-    finally:
-        await box.aclose()
-    conversation = {k: v for k, v in files.items() if k not in edited}
-    sid = report.cli_session_id or (resume.cli_session_id if resume is not None else None)
-    state = CliState(spec.format, sid, str(home), conversation) if conversation else resume
-    return CliOutcome(
-        session_id=session_id,
-        partition_id=partition.id,
-        items=_result_items(report, session_id, partition),
-        usage=report.usage,
-        cost_usd=report.cost_usd,
-        exit_code=run.exit_code,
-        timed_out=run.timed_out,
-        killed=run.killed,
-        error=_failure(run, report, spec.timeout),
-        stderr_tail=run.stderr[-_STDERR_TAIL:],
-        duration=run.duration,
-        cli_session_id=sid,
-        state=state,
-        stopped=stopped,
-        auth_failed=authentication_failed(report.error),
-    )
 
 
 async def _seed_box(

@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
 from agent_fleet.engine import RunOptions, RunReport, deploy, load_run, resume
 from agent_fleet.errors import SessionNotFound, UsageError
-from agent_fleet.observe.summary import FIGURE_EVENTS, run_figures
+from agent_fleet.observe.summary import read_run_figures
 from agent_fleet.options import budget_event_data
 from agent_fleet.session import SessionLog, open_store, resolve_store_url
 from agent_fleet.supervise import load_review, run_policy
@@ -246,20 +246,8 @@ class LocalFleet:
 async def _live_figures(log: SessionLog, rec: SessionRecord) -> dict[str, Any]:
     """A running run's figures so far (what ``agent-fleet status RUN --json`` shows)."""
     run_id = rec.session_id
-    sessions = await log.list_sessions(run_id)
-    events = await log.events_of_run(run_id, list(FIGURE_EVENTS))
-    figures = run_figures(sessions, events, await log.get_events(run_id)).to_summary()
-    by_state: dict[str, int] = {}
-    for s in sessions:
-        by_state[str(s.state)] = by_state.get(str(s.state), 0) + 1
-    return {
-        "run_id": run_id,
-        "status": str(rec.state),
-        "task": rec.info.get("task", ""),
-        **figures,
-        "sessions": by_state,
-        "partitions": len(sessions),
-    }
+    row = {"run_id": run_id, "status": str(rec.state), "task": rec.info.get("task", "")}
+    return {**row, **await read_run_figures(log, run_id)}
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

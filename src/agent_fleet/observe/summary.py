@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_fleet.domain.attempts import AttemptKind
 from agent_fleet.domain.errors import ErrorKind, recorded_kind
@@ -25,16 +25,20 @@ from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionSt
 from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.usage import Usage
 
-__all__ = ["FIGURE_EVENTS", "RunFigures", "run_figures"]
+if TYPE_CHECKING:
+    from agent_fleet.session.port import SessionLog
 
-# The agent-session events :func:`run_figures` reads (a caller may fetch only these).
-FIGURE_EVENTS = (
+__all__ = ["RunFigures", "read_run_figures", "run_figures"]
+
+# The agent-session events :func:`run_figures` reads (:func:`read_run_figures` fetches only these).
+_FIGURE_EVENTS = [
     EventType.MODEL_RESPONSE,
     EventType.CONTEXT_COMPACTED,
+    EventType.MODEL_RESENT,
     EventType.MODEL_ERROR,
     EventType.RESULT_ITEM,
     EventType.ATTEMPT_FAILED,
-)
+]
 
 
 @dataclass(slots=True)
@@ -124,6 +128,16 @@ def run_figures(sessions: list[SessionRecord], events: list[Event], run_events: 
         elif ev.type == EventType.RESULT_ITEM:
             fig.results_raw += 1
     return fig
+
+
+async def read_run_figures(log: SessionLog, run_id: str) -> dict[str, Any]:
+    """A run's figures as ``status RUN`` shows them: the summary's figures, with ``sessions`` counted
+    by each state as stored and the number of ``partitions``."""
+    sessions = await log.list_sessions(run_id)
+    events = await log.events_of_run(run_id, _FIGURE_EVENTS)
+    figures = run_figures(sessions, events, await log.get_events(run_id)).to_summary()
+    by_state = Counter(str(s.state) for s in sessions)
+    return {**figures, "sessions": dict(by_state), "partitions": len(sessions)}
 
 
 def _add_run_calls(fig: RunFigures, data: Mapping[str, Any]) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agent_fleet.app_server import AppServer
 from agent_fleet.domain.errors import error_kind
 from agent_fleet.errors import BudgetExhausted, ConfigError, ProviderError, ProviderUnreachable
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
@@ -107,20 +108,20 @@ class GatewayService:
         self.routes = ModelRoutes(gateway, gateway.model_aliases)
         self.proxy = ModelProxy(self, self.routes)
         self.requests: Counter[str] = Counter()  # proxied requests by outcome
-        self._runner: web.AppRunner | None = None
+        # handler_cancellation: a client that hangs up cancels its request (dropped while queued,
+        # cancelled on the wire), so an abandoned request never goes out later.
+        self._server = AppServer(handler_cancellation=True, backlog=1024)
         self.root_url = ""
 
     # --- lifecycle --------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._openai)
-        app.router.add_post("/chat/completions", self._openai)
-        app.router.add_post("/v1/responses", self._responses)
-        app.router.add_post("/responses", self._responses)
+        for prefix in ("/v1", ""):  # the OpenAI paths also answer on the root, for a base URL without /v1
+            app.router.add_post(prefix + "/chat/completions", self._openai)
+            app.router.add_post(prefix + "/responses", self._responses)
+            app.router.add_post(prefix + "/embeddings", self._embeddings)
         app.router.add_post("/v1/messages", self._anthropic)
-        app.router.add_post("/v1/embeddings", self._embeddings)
-        app.router.add_post("/embeddings", self._embeddings)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/healthz", self._health)
@@ -131,27 +132,12 @@ class GatewayService:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve; returns the root URL (OpenAI clients use ``root + "/v1"``, Anthropic clients the root)."""
-        # handler_cancellation: a client that hangs up cancels its request (dropped while queued,
-        # cancelled on the wire), so an abandoned request never goes out later.
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, handler_cancellation=True)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        bound = runner.addresses[0]
-        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        self.root_url = f"http://{shown}:{bound[1]}"
+        self.root_url = await self._server.start(self.app(), host, port)
         return self.root_url
 
     async def aclose(self) -> None:
         """Stop serving (the gateway and its providers stay open for their owner). Safe to call twice."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        await self._server.stop()
 
     async def __aenter__(self) -> GatewayService:
         await self.start()

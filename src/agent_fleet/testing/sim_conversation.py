@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,8 @@ __all__ = [
     "from_anthropic",
     "from_openai",
     "looks_like_error",
+    "openai_conversation",
+    "require_model",
     "tokens_for_chars",
 ]
 
@@ -196,7 +199,7 @@ def _require_messages(body: dict[str, Any]) -> list[Any]:
     return messages
 
 
-def _require_model(body: dict[str, Any]) -> str:
+def require_model(body: dict[str, Any]) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' is required")
@@ -204,7 +207,7 @@ def _require_model(body: dict[str, Any]) -> str:
 
 
 def from_openai(body: dict[str, Any]) -> Conversation:
-    model = _require_model(body)
+    model = require_model(body)
     raw_messages = _require_messages(body)
     system_parts: list[str] = []
     messages: list[SimMessage] = []
@@ -235,32 +238,51 @@ def from_openai(body: dict[str, Any]) -> Conversation:
             messages.append(SimMessage("tool", "", (), SimToolResult(call_id, text, looks_like_error(text))))
         else:
             raise BadRequest(f"unsupported message role {role!r}")
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be an array")
+    stream_options = body.get("stream_options") or {}
+    include_usage = bool(isinstance(stream_options, dict) and stream_options.get("include_usage"))
+    return openai_conversation(body, model, system_parts, messages, _function_names, include_usage=include_usage)
+
+
+def _function_names(tools: list[Any]) -> list[str]:
     names: list[str] = []
     for tool in tools:
         fn = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             raise BadRequest("each tool must be {'type': 'function', 'function': {'name': ...}}")
         names.append(fn["name"])
-    if body.get("tool_choice") == "none":
-        names = []
-    stream_options = body.get("stream_options") or {}
+    return names
+
+
+def openai_conversation(
+    body: dict[str, Any],
+    model: str,
+    system: list[str],
+    messages: list[SimMessage],
+    tool_names: Callable[[list[Any]], list[str]],
+    *,
+    include_usage: bool,
+) -> Conversation:
+    """What an OpenAI-format request (chat completions or Responses) says beyond its messages: its
+    ``tools`` (named by ``tool_names``; none callable with ``tool_choice`` ``none``), whether tool
+    calls may come in parallel and whether to stream."""
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be an array")
+    names = tool_names(tools)
     return build_conversation(
         model=model,
-        system="\n".join(system_parts),
+        system="\n".join(system),
         messages=messages,
-        tool_names=tuple(names),
+        tool_names=() if body.get("tool_choice") == "none" else tuple(names),
         tools_json=json.dumps(tools, separators=(",", ":")) if tools else "",
         parallel=body.get("parallel_tool_calls", True) is not False,
         stream=bool(body.get("stream")),
-        include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
+        include_usage=include_usage,
     )
 
 
 def from_anthropic(body: dict[str, Any]) -> Conversation:
-    model = _require_model(body)
+    model = require_model(body)
     raw_messages = _require_messages(body)
     if not isinstance(body.get("max_tokens"), int):
         raise BadRequest("max_tokens: Field required")

@@ -21,8 +21,9 @@ from agent_fleet.testing.sim_conversation import (
     SimMessage,
     SimToolCall,
     SimToolResult,
-    build_conversation,
     looks_like_error,
+    openai_conversation,
+    require_model,
     tokens_for_chars,
 )
 from agent_fleet.testing.sim_wire import RenderedReply, SimUsage, split_text
@@ -103,9 +104,7 @@ def _tool_names(tools: list[Any]) -> list[str]:
 
 
 def from_responses(body: dict[str, Any]) -> Conversation:
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise BadRequest("'model' is required")
+    model = require_model(body)
     raw_input = body.get("input")
     system: list[str] = []
     if body.get("instructions"):
@@ -116,22 +115,7 @@ def from_responses(body: dict[str, Any]) -> Conversation:
         messages = _messages(raw_input, system)
     else:
         raise BadRequest("'input' must be a string or a non-empty array of items")
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be an array")
-    names = _tool_names(tools)
-    if body.get("tool_choice") == "none":
-        names = []
-    return build_conversation(
-        model=model,
-        system="\n".join(system),
-        messages=messages,
-        tool_names=tuple(names),
-        tools_json=json.dumps(tools, separators=(",", ":")) if tools else "",
-        parallel=body.get("parallel_tool_calls", True) is not False,
-        stream=bool(body.get("stream")),
-        include_usage=True,
-    )
+    return openai_conversation(body, model, system, messages, _tool_names, include_usage=True)
 
 
 def responses_usage(usage: SimUsage) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from agent_fleet.app_server import AppServer
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.testing.sim_anthropic import anthropic_body, anthropic_events
 from agent_fleet.testing.sim_behaviour import decide
@@ -81,8 +82,7 @@ class SimProvider:
         self._capacity = Capacity(self.config, self._clock)
         self._cache = PromptCache(max_entries=self.config.cache_entries, min_tokens=self.config.cache_min_tokens)
         self._stats = SimStats()
-        self._runner: web.AppRunner | None = None
-        self._root_url: str | None = None
+        self._server = AppServer(backlog=1024)
         self._request_seq = 0
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -100,27 +100,13 @@ class SimProvider:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on ``host:port`` (0 picks a free port); returns the base URL ending in ``/v1``."""
-        if self._runner is not None:
-            return self.base_url
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        bound = runner.addresses[0]
-        shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        self._root_url = f"http://{shown_host}:{bound[1]}"
-        self._runner = runner
+        if not self._server.running:
+            await self._server.start(self.app(), host, port)
         return self.base_url
 
     async def stop(self) -> None:
         """Stop serving; safe to call twice."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        await self._server.stop()
 
     async def __aenter__(self) -> SimProvider:
         await self.start()
@@ -131,9 +117,9 @@ class SimProvider:
 
     @property
     def root_url(self) -> str:
-        if self._root_url is None:
+        if self._server.root_url is None:
             raise RuntimeError("the simulated provider is not started")
-        return self._root_url
+        return self._server.root_url
 
     @property
     def base_url(self) -> str:
@@ -149,7 +135,7 @@ class SimProvider:
         self._cache.clear()
 
     def __repr__(self) -> str:
-        where = self._root_url if self._runner is not None else "stopped"
+        where = self._server.root_url if self._server.running else "stopped"
         return f"SimProvider({where}, in_flight={self._capacity.in_flight})"
 
     # ---- helpers ---------------------------------------------------------------------------------

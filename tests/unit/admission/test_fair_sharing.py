@@ -475,55 +475,61 @@ def test_dominant_resource_share_is_borrowing_over_what_the_cohort_can_lend() ->
     assert dominant_resource_share(h.ctl.cache.cluster_queues["a"]) == (0, 0.0)
 
 
+_FAIR = {"enable": True, "preemptionStrategies": ["LessThanOrEqualToFinalShare"]}
+# a (3) runs its three; b (3) borrows c's three; c (3) lends. A fourth session of a must borrow too.
+_LENDERS = [
+    flavor(),
+    cq("a", {"cpu": 3}, cohort="all", preemption=_ANY),
+    cq("b", {"cpu": 3}, cohort="all", preemption=_ANY),
+    cq("c", {"cpu": 3}, cohort="all"),
+    lq("a", "a"),
+    lq("b", "b"),
+]
+_LENDERS_LOAD = [{"name": f"b{i}", "queue": "b", "requests": {"cpu": 1}, "createdAt": 0} for i in range(6)]
+_LENDERS_LOAD += [{"name": f"a{i}", "queue": "a", "requests": {"cpu": 1}, "createdAt": 0} for i in range(3)]
+_LENDERS_LOAD.append({"name": "a-new", "queue": "a", "requests": {"cpu": 1}, "createdAt": 1})
+# a stays within its nominal quota while it reclaims from b.
+_WITHIN = [flavor(), cq("a", {"cpu": 3}, cohort="all", preemption=_ANY), cq("b", {"cpu": 3}, cohort="all")]
+_WITHIN += [lq("a", "a"), lq("b", "b")]
+_WITHIN_LOAD = [{"name": f"b{i}", "queue": "b", "requests": {"cpu": 1}, "createdAt": 0} for i in range(6)]
+_WITHIN_LOAD.append({"name": "a1", "queue": "a", "requests": {"cpu": 2}, "createdAt": 1})
+_CONFIG = "config.kueue.x-k8s.io/v1beta1"
+_GATE_OFF = {"apiVersion": _CONFIG, "kind": "Configuration", "featureGates": {"FairSharingPreemptWithinNominal": False}}
+# The scenarios below; the Kueue export's round trip runs each of them too.
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "fair sharing key": {"objects": _LENDERS, "workloads": _LENDERS_LOAD, "fairSharing": _FAIR},
+    "classic": {"objects": _LENDERS, "workloads": _LENDERS_LOAD},
+    "fair sharing configuration": {
+        "objects": [{"apiVersion": _CONFIG, "kind": "Configuration", "fairSharing": _FAIR}, *_LENDERS],
+        "workloads": _LENDERS_LOAD,
+    },
+    "within nominal": {"objects": _WITHIN, "workloads": _WITHIN_LOAD, "fairSharing": {"enable": True}},
+    "within nominal gate off": {
+        "objects": [_GATE_OFF, *_WITHIN],
+        "workloads": _WITHIN_LOAD,
+        "fairSharing": {"enable": True},
+    },
+}
+
+
 def test_scenario_key_enables_fair_sharing_in_simulate() -> None:
-    # a (3) runs its three; b (3) borrows c's three; c (3) lends. A fourth session of a must
-    # borrow too: under fair sharing it takes one of b's back (b keeps the larger share).
-    objects = [
-        flavor(),
-        cq("a", {"cpu": 3}, cohort="all", preemption=_ANY),
-        cq("b", {"cpu": 3}, cohort="all", preemption=_ANY),
-        cq("c", {"cpu": 3}, cohort="all"),
-        lq("a", "a"),
-        lq("b", "b"),
-    ]
-    workloads = [{"name": f"b{i}", "queue": "b", "requests": {"cpu": 1}, "createdAt": 0} for i in range(6)]
-    workloads += [{"name": f"a{i}", "queue": "a", "requests": {"cpu": 1}, "createdAt": 0} for i in range(3)]
-    workloads.append({"name": "a-new", "queue": "a", "requests": {"cpu": 1}, "createdAt": 1})
-    fair = {"enable": True, "preemptionStrategies": ["LessThanOrEqualToFinalShare"]}
-    res = simulate(parse_scenario({"objects": objects, "workloads": workloads, "fairSharing": fair}))
+    # Under fair sharing a's fourth session takes one of b's back (b keeps the larger share).
+    res = simulate(parse_scenario(SCENARIOS["fair sharing key"]))
     # b's six were admitted in the same instant: candidates tie on time and go by name.
     assert res.preempted == [{"name": "b0", "by": "a-new", "reason": FS}]
     assert "a-new" in res.admitted
     # Without the key, classical preemption never lets a borrowing head reclaim: it waits.
-    classic = simulate(parse_scenario({"objects": objects, "workloads": workloads}))
+    classic = simulate(parse_scenario(SCENARIOS["classic"]))
     assert classic.preempted == [] and classic.pending_inadmissible == ["a-new"]
     # A Kueue Configuration object among the objects says the same as the key.
-    config: dict[str, Any] = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration"}
-    config["fairSharing"] = fair
-    from_config = simulate(parse_scenario({"objects": [config, *objects], "workloads": workloads}))
+    from_config = simulate(parse_scenario(SCENARIOS["fair sharing configuration"]))
     assert from_config.preempted == res.preempted
 
 
 def test_configuration_feature_gate_turns_within_nominal_reclamation_off() -> None:
-    objects = [
-        flavor(),
-        cq("a", {"cpu": 3}, cohort="all", preemption=_ANY),
-        cq("b", {"cpu": 3}, cohort="all"),
-        lq("a", "a"),
-        lq("b", "b"),
-    ]
-    workloads = [{"name": f"b{i}", "queue": "b", "requests": {"cpu": 1}, "createdAt": 0} for i in range(6)]
-    workloads.append({"name": "a1", "queue": "a", "requests": {"cpu": 2}, "createdAt": 1})
-    scenario: dict[str, Any] = {"objects": objects, "workloads": workloads, "fairSharing": {"enable": True}}
     # a stays within its nominal quota: by default it reclaims, as Kueue does since the gate went beta.
-    assert {p["reason"] for p in simulate(parse_scenario(scenario)).preempted} == {RECLAIM}
-    gate_off = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
-        "kind": "Configuration",
-        "featureGates": {"FairSharingPreemptWithinNominal": False},
-    }
-    scenario["objects"] = [gate_off, *objects]
-    assert {p["reason"] for p in simulate(parse_scenario(scenario)).preempted} == {FS}
+    assert {p["reason"] for p in simulate(parse_scenario(SCENARIOS["within nominal"])).preempted} == {RECLAIM}
+    assert {p["reason"] for p in simulate(parse_scenario(SCENARIOS["within nominal gate off"])).preempted} == {FS}
 
 
 @pytest.mark.parametrize(

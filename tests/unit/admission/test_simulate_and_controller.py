@@ -35,17 +35,40 @@ def scenario(
     }
 
 
+# The scenarios below; the Kueue export's round trip runs each of them too.
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "runtime frees quota": scenario(
+        [
+            {"name": "w1", "queue": "team-a", "requests": {"cpu": 4}, "createdAt": 0, "runtime": 30},
+            {"name": "w2", "queue": "default/team-a", "priority": 5, "requests": {"cpu": 1}, "createdAt": 1},
+        ]
+    ),
+    "preempted runtime restarts": scenario(
+        [
+            {"name": "low", "queue": "team-a", "requests": {"cpu": 4}, "createdAt": 0, "runtime": 10},
+            {
+                "name": "high",
+                "queue": "team-a",
+                "priorityClass": "agent-prod",
+                "requests": {"cpu": 4},
+                "createdAt": 5,
+                "runtime": 10,
+            },
+        ],
+        preemption={"withinClusterQueue": "LowerPriority"},
+    ),
+    "explicit finish": scenario(
+        [
+            {"name": "w1", "queue": "team-a", "requests": {"cpu": 4}, "createdAt": 0},
+            {"name": "w2", "queue": "team-a", "requests": {"cpu": 4}, "createdAt": 0},
+        ],
+        events=[{"at": 5, "finish": "w1"}],
+    ),
+}
+
+
 def test_runtime_frees_quota_and_the_next_workload_is_admitted_at_that_time() -> None:
-    result = simulate(
-        parse_scenario(
-            scenario(
-                [
-                    {"name": "w1", "queue": "team-a", "requests": {"cpu": 4}, "createdAt": 0, "runtime": 30},
-                    {"name": "w2", "queue": "default/team-a", "priority": 5, "requests": {"cpu": 1}, "createdAt": 1},
-                ]
-            )
-        )
-    )
+    result = simulate(parse_scenario(SCENARIOS["runtime frees quota"]))
     out = result.to_json()
     assert out["final"] == {
         "admitted": ["w2"],
@@ -59,24 +82,7 @@ def test_runtime_frees_quota_and_the_next_workload_is_admitted_at_that_time() ->
 
 
 def test_preempted_workload_restarts_its_runtime_when_readmitted() -> None:
-    result = simulate(
-        parse_scenario(
-            scenario(
-                [
-                    {"name": "low", "queue": "team-a", "requests": {"cpu": 4}, "createdAt": 0, "runtime": 10},
-                    {
-                        "name": "high",
-                        "queue": "team-a",
-                        "priorityClass": "agent-prod",
-                        "requests": {"cpu": 4},
-                        "createdAt": 5,
-                        "runtime": 10,
-                    },
-                ],
-                preemption={"withinClusterQueue": "LowerPriority"},
-            )
-        )
-    )
+    result = simulate(parse_scenario(SCENARIOS["preempted runtime restarts"]))
     out = result.to_json()
     assert out["final"]["preempted"] == [{"name": "low", "by": "high", "reason": "InClusterQueue"}]
     assert out["final"]["finished"] == ["high", "low"]
@@ -85,17 +91,7 @@ def test_preempted_workload_restarts_its_runtime_when_readmitted() -> None:
 
 
 def test_explicit_finish_event() -> None:
-    result = simulate(
-        parse_scenario(
-            scenario(
-                [
-                    {"name": "w1", "queue": "team-a", "requests": {"cpu": 4}, "createdAt": 0},
-                    {"name": "w2", "queue": "team-a", "requests": {"cpu": 4}, "createdAt": 0},
-                ],
-                events=[{"at": 5, "finish": "w1"}],
-            )
-        )
-    )
+    result = simulate(parse_scenario(SCENARIOS["explicit finish"]))
     assert result.admitted == ["w2"]
     assert result.finished == ["w1"]
 

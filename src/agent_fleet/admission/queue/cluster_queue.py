@@ -23,29 +23,27 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+from enum import StrEnum
 
 from agent_fleet.admission.objects import BEST_EFFORT_FIFO, STRICT_FIFO
 from agent_fleet.admission.workload import WorkloadInfo
 
-__all__ = [
-    "FAILED_AFTER_NOMINATION",
-    "GENERIC",
-    "NAMESPACE_MISMATCH",
-    "NO_FIT",
-    "PENDING_PREEMPTION",
-    "PREEMPTION_NO_CANDIDATES",
-    "PendingQueue",
-]
+__all__ = ["PendingQueue", "RequeueReason"]
 
-# Requeue reasons, as Kueue names them.
-GENERIC = ""
-FAILED_AFTER_NOMINATION = "FailedAfterNomination"
-NAMESPACE_MISMATCH = "NamespaceMismatch"
-PENDING_PREEMPTION = "PendingPreemption"
-NO_FIT = "NoFit"
-PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
 
-_IMMEDIATE_BEST_EFFORT = frozenset({FAILED_AFTER_NOMINATION, PENDING_PREEMPTION})
+class RequeueReason(StrEnum):
+    """Why a head goes back to its queue, as Kueue names it."""
+
+    GENERIC = ""
+    FAILED_AFTER_NOMINATION = "FailedAfterNomination"
+    NAMESPACE_MISMATCH = "NamespaceMismatch"
+    PENDING_PREEMPTION = "PendingPreemption"
+    NO_FIT = "NoFit"
+    PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
+
+
+_IMMEDIATE_BEST_EFFORT = frozenset({RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION})
+_PARKS_CLASS = frozenset({RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES})
 
 _Key = tuple[float, str]  # (creation time, name): the order inside one class
 _Entry = tuple[int, float, str, int]  # heap entry of a class head: (-priority, created, name, seq)
@@ -235,21 +233,21 @@ class PendingQueue:
         return None
 
     # -- Kueue's requeue rule ---------------------------------------------------------------
-    def requeue(self, info: WorkloadInfo, reason: str, wait_reason: str = "") -> bool:
+    def requeue(self, info: WorkloadInfo, reason: RequeueReason, wait_reason: str = "") -> bool:
         """Put back a head that was not admitted. Returns True when it was parked as inadmissible."""
-        if reason == PENDING_PREEMPTION:
+        if reason == RequeueReason.PENDING_PREEMPTION:
             # The preemptor keeps its place at the head until its victims are gone (Kueue#6929).
             self.sticky = info.name if self.strategy == BEST_EFFORT_FIFO else None
         elif self.sticky == info.name:
             self.sticky = None
         # StrictFIFO puts every head back (it blocks); BestEffortFIFO parks those that lack quota.
         strict = self.strategy == STRICT_FIFO
-        immediate = reason != NAMESPACE_MISMATCH if strict else reason in _IMMEDIATE_BEST_EFFORT
+        immediate = reason != RequeueReason.NAMESPACE_MISMATCH if strict else reason in _IMMEDIATE_BEST_EFFORT
         if immediate:
             self.push_active(info)
             return False
         parked = self.park(info)
-        if parked and not strict and reason in (NO_FIT, PREEMPTION_NO_CANDIDATES):
+        if parked and not strict and reason in _PARKS_CLASS:
             self._park_class(info, wait_reason)
         return parked
 

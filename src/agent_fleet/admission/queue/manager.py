@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent_fleet.admission.cache.cache import Cache
 from agent_fleet.admission.objects import BEST_EFFORT_FIFO
-from agent_fleet.admission.queue.cluster_queue import PendingQueue
+from agent_fleet.admission.queue.cluster_queue import PendingQueue, RequeueReason
 from agent_fleet.admission.workload import WorkloadInfo
 
 __all__ = ["QueueManager"]
@@ -60,7 +60,7 @@ class QueueManager:
                 heads.append(head)
         return heads
 
-    def requeue(self, info: WorkloadInfo, reason: str, wait_reason: str = "") -> bool:
+    def requeue(self, info: WorkloadInfo, reason: RequeueReason, wait_reason: str = "") -> bool:
         return self.queue(info.cluster_queue).requeue(info, reason, wait_reason)
 
     def queue_inadmissible_near(self, cluster_queue: str) -> bool:

@@ -25,15 +25,7 @@ from dataclasses import dataclass, field
 from agent_fleet.admission.cache.cache import Cache, ClusterQueueNode, Snapshot
 from agent_fleet.admission.cache.resource_node import available
 from agent_fleet.admission.objects import FairSharing, KueueObjects
-from agent_fleet.admission.queue import (
-    FAILED_AFTER_NOMINATION,
-    GENERIC,
-    NAMESPACE_MISMATCH,
-    NO_FIT,
-    PENDING_PREEMPTION,
-    PREEMPTION_NO_CANDIDATES,
-    QueueManager,
-)
+from agent_fleet.admission.queue import QueueManager, RequeueReason
 from agent_fleet.admission.scheduler import flavor_assigner as fa
 from agent_fleet.admission.scheduler.fair_order import fair_order
 from agent_fleet.admission.scheduler.fair_preemption import get_fair_targets
@@ -91,7 +83,7 @@ class _Entry:
     cq: ClusterQueueNode
     assignment: fa.Assignment
     targets: list[Target] = field(default_factory=list)
-    requeue_reason: str = GENERIC
+    requeue_reason: RequeueReason = RequeueReason.GENERIC
     wait_reason: str = ""
     nominated: bool = False
     admitted: bool = False
@@ -144,8 +136,8 @@ class Scheduler:
                 continue
             info = entry.info
             reason = entry.requeue_reason
-            if entry.nominated and reason == GENERIC:
-                reason = FAILED_AFTER_NOMINATION
+            if entry.nominated and reason == RequeueReason.GENERIC:
+                reason = RequeueReason.FAILED_AFTER_NOMINATION
             info.last_reason = entry.wait_reason
             parked = self.queues.requeue(info, reason, entry.wait_reason)
             progressed = progressed or parked
@@ -214,7 +206,7 @@ class Scheduler:
             selector = cq.spec.namespace_selector
             if selector is None or not selector.matches(objects.namespace_labels(info.namespace)):
                 entry = _Entry(info, cq, fa.Assignment(mode=fa.NO_FIT))
-                entry.requeue_reason = NAMESPACE_MISMATCH
+                entry.requeue_reason = RequeueReason.NAMESPACE_MISMATCH
                 entry.wait_reason = MISCONFIGURED
                 entry.assignment.messages.append(
                     f"namespace {info.namespace!r} is not selected by ClusterQueue {cq.name!r}"
@@ -240,11 +232,11 @@ class Scheduler:
         assignment = entry.assignment
         cq = entry.cq
         if assignment.mode == fa.NO_FIT:
-            entry.requeue_reason = NO_FIT
+            entry.requeue_reason = RequeueReason.NO_FIT
             entry.wait_reason = assignment.reason or fa.WAITING_FOR_QUOTA
             return
         if assignment.mode == fa.PREEMPT and not entry.targets:
-            entry.requeue_reason = PREEMPTION_NO_CANDIDATES
+            entry.requeue_reason = RequeueReason.PREEMPTION_NO_CANDIDATES
             entry.wait_reason = fa.WAITING_FOR_QUOTA
             if cq.spec.preemption.reclaim_within_cohort != "Any":
                 # Unsure we could reclaim it later: hold the capacity so that lower-priority
@@ -263,7 +255,7 @@ class Scheduler:
             for target in entry.targets:
                 victims[target.victim.name] = target.victim
                 preempted.append(Preempted(target.victim, entry.info, target.reason))
-            entry.requeue_reason = PENDING_PREEMPTION
+            entry.requeue_reason = RequeueReason.PENDING_PREEMPTION
             entry.wait_reason = WAITING_FOR_PREEMPTED
             return
         entry.admitted = True

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Unpack
 from urllib.parse import urlsplit
 
 from agent_fleet.errors import ConfigError
-from agent_fleet.spend.providers._wire import ProviderTimeout, RateSignals, SignalSink
+from agent_fleet.spend.providers._base import ProviderSettings
+from agent_fleet.spend.providers._wire import ProviderTimeout, RateSignals
 from agent_fleet.spend.providers.anthropic import AnthropicProvider
 from agent_fleet.spend.providers.openai import OpenAIProvider
 
@@ -73,14 +75,12 @@ def build_provider(
     api_key: str | None = None,
     model: str | None = None,
     base_url: str | None = None,
-    timeout: float = 120.0,
-    max_connections: int = 64,
-    name: str | None = None,
-    on_signals: SignalSink | None = None,
     env: Mapping[str, str] | None = None,
     responses_api: bool | None = None,
+    **settings: Unpack[ProviderSettings],
 ) -> HttpProvider:
-    """A provider from ``--provider`` (``openai``, ``anthropic`` or a URL) plus optional overrides.
+    """A provider from ``--provider`` (``openai``, ``anthropic`` or a URL) plus optional overrides;
+    ``settings`` (``timeout``, ``max_connections``, ``name``, ``on_signals``) go to it as given.
 
     ``base_url`` wins over a URL in ``kind_or_url``, which wins over ``FLEET_BASE_URL``.
     """
@@ -88,22 +88,5 @@ def build_provider(
     url = base_url or resolve_base_url(kind_or_url, env)
     key = api_key or resolve_api_key(kind, env, base_url=url)
     if kind == "anthropic":
-        return AnthropicProvider(
-            api_key=key,
-            base_url=url or "https://api.anthropic.com/v1",
-            model=model or "claude-sonnet-4-5",
-            timeout=timeout,
-            max_connections=max_connections,
-            name=name or "anthropic",
-            on_signals=on_signals,
-        )
-    return OpenAIProvider(
-        api_key=key,
-        base_url=url or "https://api.openai.com/v1",
-        model=model or "gpt-4.1-mini",
-        timeout=timeout,
-        max_connections=max_connections,
-        name=name or "openai",
-        on_signals=on_signals,
-        responses_api=responses_api,
-    )
+        return AnthropicProvider(api_key=key, base_url=url, model=model, **settings)
+    return OpenAIProvider(api_key=key, base_url=url, model=model, responses_api=responses_api, **settings)

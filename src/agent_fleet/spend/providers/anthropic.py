@@ -20,7 +20,7 @@ from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ConfigError
 from agent_fleet.spend.providers._base import HttpProvider
-from agent_fleet.spend.providers._wire import SignalSink, answer_of
+from agent_fleet.spend.providers._wire import answer_of
 
 __all__ = [
     "AnthropicProvider",
@@ -31,7 +31,6 @@ __all__ = [
     "to_anthropic_response",
 ]
 
-DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 API_VERSION = "2023-06-01"
 
 _STOP_TO_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
@@ -265,30 +264,13 @@ class AnthropicProvider(HttpProvider):
     raw_path = "messages"
 
     kind = "anthropic"
+    default_base_url = "https://api.anthropic.com/v1"
+    default_model = "claude-sonnet-4-5"
     max_embedding_batch = 0  # no embeddings endpoint: the gateway refuses before reserving anything
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str = DEFAULT_BASE_URL,
-        model: str = "claude-sonnet-4-5",
-        timeout: float = 120.0,
-        max_connections: int = 64,
-        name: str = "anthropic",
-        on_signals: SignalSink | None = None,
-    ) -> None:
-        headers = {"x-api-key": api_key, "anthropic-version": API_VERSION, "content-type": "application/json"}
-        super().__init__(
-            name=name,
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            headers=headers,
-            timeout=timeout,
-            max_connections=max_connections,
-            on_signals=on_signals,
-        )
+    @staticmethod
+    def auth_headers(api_key: str) -> dict[str, str]:
+        return {"x-api-key": api_key, "anthropic-version": API_VERSION, "content-type": "application/json"}
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model

@@ -10,13 +10,13 @@ import base64
 import json
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSpec
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import MalformedResponse
-from agent_fleet.spend.providers._base import HttpProvider
-from agent_fleet.spend.providers._wire import SignalSink, answer_of
+from agent_fleet.spend.providers._base import HttpProvider, ProviderOptions
+from agent_fleet.spend.providers._wire import answer_of
 
 __all__ = [
     "MAX_EMBEDDING_BATCH",
@@ -30,7 +30,6 @@ __all__ = [
     "to_openai_response",
 ]
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_EMBEDDING_BATCH = 256  # inputs per embeddings request (the API allows 2,048; smaller keeps retries cheap)
 
 
@@ -151,35 +150,20 @@ class OpenAIProvider(HttpProvider):
     raw_path = "chat/completions"
 
     kind = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    default_model = "gpt-4.1-mini"
     max_embedding_batch = MAX_EMBEDDING_BATCH
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str = DEFAULT_BASE_URL,
-        model: str = "gpt-4.1-mini",
-        timeout: float = 120.0,
-        max_connections: int = 64,
-        name: str = "openai",
-        on_signals: SignalSink | None = None,
-        responses_api: bool | None = None,
-    ) -> None:
-        headers = {"authorization": f"Bearer {api_key}", "content-type": "application/json"}
-        super().__init__(
-            name=name,
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            headers=headers,
-            timeout=timeout,
-            max_connections=max_connections,
-            on_signals=on_signals,
-        )
+    def __init__(self, *, responses_api: bool | None = None, **options: Unpack[ProviderOptions]) -> None:
+        super().__init__(**options)
         # The official API rejects max_tokens for reasoning models; compatible servers may not know the new name.
         self._max_field = "max_completion_tokens" if self.host == "api.openai.com" else "max_tokens"
         # Whether ``/responses`` is served here; compatible servers (vLLM, Ollama) mostly lack it.
         self.responses_api = self.host == "api.openai.com" if responses_api is None else responses_api
+
+    @staticmethod
+    def auth_headers(api_key: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {api_key}", "content-type": "application/json"}
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
