@@ -87,6 +87,7 @@ class LiveDedup:
         self._clock = clock or RealClock()
         self._cpu_time = cpu_time
         self._pending: list[ResultItem] = []
+        self._batch = 0  # results of the batch being clustered
         self._ready = asyncio.Event()  # results are pending, or the run has finished
         self._finished = asyncio.Event()
 
@@ -100,8 +101,13 @@ class LiveDedup:
 
     @property
     def backlog(self) -> int:
-        """Results heard but not clustered yet."""
+        """Results heard and waiting for a batch."""
         return len(self._pending)
+
+    @property
+    def unclustered(self) -> int:
+        """Results heard and not clustered yet: the backlog and the batch being clustered."""
+        return len(self._pending) + self._batch
 
     def finish(self) -> None:
         """No more results: ``consume`` returns; what it has not clustered is left to the final pass."""
@@ -123,15 +129,27 @@ class LiveDedup:
             window = start_wall - mark_wall
             # what the rest of the engine used while deduplication was not running
             engine_share = (start_cpu - mark_cpu) / window if window > 0 else 0.0
+            self._batch = len(batch)
             try:
-                decisions = await self.aggregator.add_many(batch)
+                await self._add(batch)
             except Exception:  # live figures are a view: the final pass recomputes everything
                 _log.exception("live deduplication failed for a batch; the final pass will redo it")
-            else:
-                if self.on_unique is not None:
-                    self.on_unique([it for it, d in zip(batch, decisions, strict=True) if d.kind is DecisionKind.NEW])
+            finally:
+                self._batch = 0
             mark_wall, mark_cpu = self._clock.now(), self._cpu_time()
             await self._rest(pacing.rest_after(mark_wall - start_wall, engine_share))
+
+    async def _add(self, batch: list[ResultItem]) -> None:
+        decisions = await self.aggregator.add_many(batch)
+        if self.on_unique is not None:
+            self.on_unique([it for it, d in zip(batch, decisions, strict=True) if d.kind is DecisionKind.NEW])
+
+    async def drain(self) -> None:
+        """Once :meth:`consume` has returned: cluster what was heard and not clustered yet (the run's
+        final pass starts from there)."""
+        pending, self._pending = self._pending, []
+        if pending:
+            await self._add(pending)
 
     async def _rest(self, seconds: float) -> None:
         if seconds <= 0.0 or self._finished.is_set():

@@ -49,7 +49,7 @@ DEFAULT_GRACE_S = 10.0  # how long a shutdown lets the sessions in flight reach 
 
 _REPORTED = ("completed", "partial")  # the statuses whose results are verified
 _AHEAD_FROM = 0.5  # share of the sessions ended from which verification may judge ahead
-_PREPARE_AT = (0.9, 0.97)  # shares of the sessions ended at which the final pass is run ahead
+_PREPARE_AT = (0.9,)  # shares of the sessions ended at which the final pass is run ahead
 
 
 class RunCoordinator:
@@ -203,8 +203,8 @@ class RunCoordinator:
 
     async def _prepare_final(self) -> None:
         """While the last sessions run, the final pass over the results so far (once 90 % of the
-        sessions ended, again at 97 %): after the last session it then redoes only the scopes whose
-        results changed since."""
+        sessions ended): after the last session it then redoes only the scopes whose results changed
+        since."""
         for share in _PREPARE_AT:
             while not self._sessions_over and self._progress() < share:
                 await self.engine.clock.sleep(0.25)
@@ -307,20 +307,22 @@ class RunCoordinator:
 
     def _pending(self) -> int:
         """Results heard and not clustered yet (the final pass offers them)."""
-        return 0 if self._all_offered or self.live is None else self.live.backlog
+        return 0 if self._all_offered or self.live is None else self.live.unclustered
 
     # -- the report -------------------------------------------------------------------------------
     async def _report(self) -> RunReport:
         """The final pass over every recorded result, the verification's sample, the report."""
         e, run_id = self.engine, self.run_id
         sessions = await e.log.list_sessions(run_id)
-        events = await e.log.events_of_run(run_id)
         status = run_status(sessions)
         verification = self.verification
         if verification is not None and status not in _REPORTED:
             await verification.abandon()
             verification = None
-        unique, agg, recorded = await self._deduplicate(events)
+        async with asyncio.TaskGroup() as tg:  # the log is read back while the final pass runs
+            reading = tg.create_task(e.log.events_of_run(run_id))
+            unique, agg, recorded = await self._deduplicate(reading)
+        events = reading.result()
         if verification is not None and not unique:
             await verification.abandon()
             verification = None
@@ -342,21 +344,26 @@ class RunCoordinator:
         )
 
     async def _deduplicate(
-        self, events: list[Event]
+        self, reading: asyncio.Task[list[Event]]
     ) -> tuple[list[ResultItem], AggregateStats, Callable[[str], ResultItem | None]]:
-        """Every recorded result through the run's aggregator (what live deduplication built, if the
-        run dispatched here; only the results it has not seen are read again): the unique results,
-        the dedup figures (stored as the run's dedup snapshot) and each result as it was recorded."""
+        """The final pass over what live deduplication built (if the run dispatched here), while the
+        log is ``reading``; then the recorded results it had not seen, if any, and the pass again.
+        Returns the unique results, the dedup figures (stored as the run's dedup snapshot) and each
+        result as it was recorded."""
         e = self.engine
-        recorded = {ev.data["id"]: ev.data for ev in events if ev.type == EventType.RESULT_ITEM}
         aggregator = self.aggregator or e.aggregator_for(self.run_id, self.options)
         self.aggregator = None  # the run's aggregator is spent: its cache closes below
         try:
-            unseen = [ResultItem.from_dict(data) for rid, data in recorded.items() if rid not in aggregator]
-            decisions = await aggregator.add_many(unseen)
-            self._offer([r for r, d in zip(unseen, decisions, strict=True) if d.kind is DecisionKind.NEW])
+            if self.live is not None:
+                await self.live.drain()
             self._all_offered = True
-            unique = await aggregator.finalize()
+            unique = await aggregator.finalize() if len(aggregator) else []
+            recorded = {ev.data["id"]: ev.data for ev in await reading if ev.type == EventType.RESULT_ITEM}
+            unseen = [ResultItem.from_dict(data) for rid, data in recorded.items() if rid not in aggregator]
+            if unseen or not len(aggregator):
+                decisions = await aggregator.add_many(unseen)
+                self._offer([r for r, d in zip(unseen, decisions, strict=True) if d.kind is DecisionKind.NEW])
+                unique = await aggregator.finalize()
             agg = aggregator.stats()
             await e.log.put_snapshot(snapshot_key(self.run_id), agg.to_dict())
             await e.record_embeddings(self.run_id)
