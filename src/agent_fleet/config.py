@@ -295,8 +295,35 @@ class AutoscaleSettings(_Strict):
         return self
 
 
+class RaySettings(_Strict):
+    """The Ray executor (``dispatch.executor: ray:auto`` or ``ray://HOST:PORT``): what one session asks
+    of a node (placement), how many attempts one node worker runs at once, where nodes reach the gateway."""
+
+    num_cpus: float = Field(default=0.01, ge=0)  # per session; a node holds as many sessions as it has room for
+    memory: int = Field(default=0, ge=0)  # bytes per session
+    resources: dict[str, float] = Field(default_factory=dict)  # custom Ray resources per session
+    sessions_per_worker: int = Field(default=2000, ge=1)  # attempts one node worker runs at once
+    workers_per_node: int = Field(default=1, ge=1)  # node workers (processes) per node
+    gateway_host: str | None = None  # the address nodes reach the gateway service at (default: this node's)
+    gateway_port: int = Field(default=0, ge=0, le=65535)  # 0: any free port
+
+
+def check_executor(value: str) -> str:
+    """``local``, ``ray:auto`` or ``ray://HOST:PORT``; ValueError otherwise."""
+    value = value.strip()
+    if value in ("local", "ray:auto"):
+        return value
+    host, sep, port = value.removeprefix("ray://").rpartition(":")
+    if value.startswith("ray://") and sep and host and port.isdigit() and 0 < int(port) < 65536:
+        return value
+    raise ValueError(f"executor must be local, ray:auto or ray://HOST:PORT, not {value!r}")
+
+
 class DispatchConfig(_Strict):
     """The worker pool: how many execution slots, when a worker counts as hung, its breaker."""
+
+    executor: str = "local"  # local (this process) | ray:auto | ray://HOST:PORT (a Ray cluster)
+    ray: RaySettings = RaySettings()
 
     workers: int | None = Field(default=None, ge=1)  # default: one per session plus spares
     check_interval_s: float = Field(default=1.0, gt=0)
@@ -305,6 +332,11 @@ class DispatchConfig(_Strict):
     breaker_cooldown_s: float = Field(default=30.0, gt=0)  # before the half-open probe
     max_reassignments: int = Field(default=10, ge=1)  # worker losses a session survives
     autoscale: AutoscaleSettings | None = None  # without it: a fixed pool (`workers`)
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, value: str) -> str:
+        return check_executor(value)
 
 
 class VerificationConfigModel(_Strict):

@@ -7,7 +7,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.config import DEFAULT_SESSION_TOKENS, FleetConfig
+from agent_fleet.config import DEFAULT_SESSION_TOKENS, FleetConfig, check_executor
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import UsageError
 
@@ -45,6 +45,7 @@ class RunOptions:
     embedder: str = "auto"  # auto | lexical | minilm | provider (through the gateway)
     embedding_model: str | None = None  # with the provider embedder; None: text-embedding-3-small
     team: str | None = None  # the fleet.yaml team that submitted it to `agent-fleet serve` (never its token)
+    executor: str | None = None  # local | ray:auto | ray://HOST:PORT; None: fleet.yaml's dispatch.executor
 
     def __post_init__(self) -> None:
         if not self.task.strip():
@@ -59,6 +60,11 @@ class RunOptions:
             raise UsageError(f"--max-turns must be at least 1, got {self.max_turns}")
         if self.timeout is not None and self.timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {self.timeout}")
+        if self.executor is not None:
+            try:
+                check_executor(self.executor)
+            except ValueError as exc:
+                raise UsageError(f"--executor: {exc}") from None
         for name in ("budget_usd", "fleet_budget_usd"):
             value = getattr(self, name)
             if value is not None:
@@ -104,6 +110,7 @@ def with_config(options: RunOptions, config: FleetConfig) -> RunOptions:
         fleet_budget_usd=options.fleet_budget_usd if options.fleet_budget_usd is not None else _text(budgets.fleet_usd),
         max_concurrency=options.max_concurrency or config.rate_limit.baseline_concurrency,
         max_turns=options.max_turns or config.guards.max_turns,
+        executor=options.executor or config.dispatch.executor,
     )
 
 

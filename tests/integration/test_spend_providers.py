@@ -360,3 +360,28 @@ async def test_build_provider_picks_the_wire_format():
     finally:
         for p in (a, b, c):
             await p.aclose()
+
+
+async def test_a_wide_integer_in_a_tool_input_reaches_the_conversation_exactly(scripted):
+    """An Anthropic tool input is the model's own JSON: read exactly (orjson would make 2**70 + 1 a float),
+    and sent back exactly on the next request (orjson refuses it; json writes it)."""
+    wide = 2**70 + 1
+    reply = {
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.py", "line": wide}}],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 10, "output_tokens": 2},
+    }
+    scripted.replies.append((200, reply, {}))
+    scripted.replies.append((200, {**reply, "content": [{"type": "text", "text": "ok"}]}, {}))
+    p = AnthropicProvider(api_key=KEY, base_url=scripted.base_url)
+    try:
+        r = await p.complete(ChatRequest(model="claude-sonnet-4-5", messages=CONVERSATION[:2], tools=(TOOL,)))
+        (call,) = r.tool_calls
+        assert json.loads(call.arguments) == {"path": "a.py", "line": wide}
+        follow = [*CONVERSATION[:2], r.assistant_message(), {"role": "tool", "tool_call_id": "t1", "content": "x"}]
+        await p.complete(ChatRequest(model="claude-sonnet-4-5", messages=follow, tools=(TOOL,)))
+    finally:
+        await p.aclose()
+    sent = scripted.seen[1]["body"]["messages"][1]["content"][0]
+    assert sent["type"] == "tool_use" and sent["input"] == {"path": "a.py", "line": wide}

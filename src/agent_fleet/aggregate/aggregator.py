@@ -79,8 +79,8 @@ class Decision:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AggregateConfig:
     threshold: float | None = None  # cosine at which two results are one; None: the embedder's default
-    exact_leader_limit: int = 4096  # above this many leaders, an ANN index (faiss) when installed
-    index: str = "auto"  # "auto" | "exact" | "faiss"
+    exact_leader_limit: int = 4096  # above this many leaders, an inverted file over them (numpy)
+    index: str = "auto"  # "auto" | "exact" ("faiss": the same as "auto")
     embed_batch: int = 256
     categorize: bool = True  # give representatives without a category one found by clustering
     category_threshold: float | None = None  # None: 0.6 x the dedup threshold (looser grouping)

@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 from agent_fleet.aggregate.text import normalize_text
 from agent_fleet.aggregate.vectors import SparseVector, Vector, VectorKind, normalized_sparse
 
-__all__ = ["Embedder", "LexicalEmbedder", "SyncEmbedder", "embed_sync"]
+__all__ = ["Embedder", "LexicalEmbedder", "SyncEmbedder", "WindowedEmbedder", "embed_sync"]
 
 
 @runtime_checkable
@@ -59,6 +59,25 @@ def embed_sync(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
     if isinstance(embedder, SyncEmbedder):
         return embedder.encode(texts)
     return asyncio.run(embedder.embed(texts))
+
+
+class WindowedEmbedder:
+    """What the dense embedders that cut a long text into windows share: ``name`` is the model's
+    label and the window size (the embedding cache is keyed by it, and both change the vectors);
+    ``default_threshold`` is the cosine the embedder was built with."""
+
+    kind: VectorKind = "dense"
+    _label: str
+    _window: int
+    _threshold: float
+
+    @property
+    def name(self) -> str:
+        return f"{self._label}-w{self._window}"
+
+    @property
+    def default_threshold(self) -> float:
+        return self._threshold
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

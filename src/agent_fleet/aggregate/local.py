@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.aggregate.embedders import Embedder, LexicalEmbedder
+from agent_fleet.aggregate.embedders import Embedder, LexicalEmbedder, WindowedEmbedder
 from agent_fleet.aggregate.minilm import EmbedderUnavailable, MiniLM, model_dir
 from agent_fleet.aggregate.remote import DEFAULT_EMBEDDING_MODEL, GatewayEmbeddingsClient, ProviderEmbedder
-from agent_fleet.aggregate.vectors import Vector, VectorKind
+from agent_fleet.aggregate.vectors import Vector
 from agent_fleet.errors import UsageError
 from agent_fleet.spend.port import EmbeddingGateway
 
@@ -59,10 +59,14 @@ def bundled_model_path() -> Path:
     return path
 
 
-class SentenceEmbedder:
+class _MiniLMWindows(WindowedEmbedder):
+    dim = 384  # all-MiniLM-L6-v2's vectors
+
+
+class SentenceEmbedder(_MiniLMWindows):
     """all-MiniLM-L6-v2 through sentence-transformers; long texts chunked, vectors unit length."""
 
-    kind: VectorKind = "dense"
+    _label = "all-minilm-l6-v2"
 
     def __init__(
         self,
@@ -79,18 +83,6 @@ class SentenceEmbedder:
         self._model: Any = None
         self._window = 254
         self._lock = threading.Lock()
-
-    @property
-    def name(self) -> str:
-        return f"all-minilm-l6-v2-w{self._window}"
-
-    @property
-    def default_threshold(self) -> float:
-        return self._threshold
-
-    @property
-    def dim(self) -> int:
-        return 384
 
     def load(self) -> Any:
         """Load the model once (about 4 s on two cores); later calls return it."""
@@ -172,14 +164,14 @@ class SentenceEmbedder:
         return f"SentenceEmbedder(name={self.name!r}, loaded={self._model is not None})"
 
 
-class MiniLMEmbedder:
+class MiniLMEmbedder(_MiniLMWindows):
     """all-MiniLM-L6-v2 in numpy (no torch); long texts chunked, vectors unit length.
 
     A text longer than the model's 256 word pieces is cut into windows of 254 pieces (plus [CLS] and
     [SEP]); its vector is the mean of its windows' weighted by the characters each covers, renormalised.
     """
 
-    kind: VectorKind = "dense"
+    _label = "all-minilm-l6-v2-np"
 
     def __init__(
         self, *, model_path: str | Path | None = None, threshold: float = MINILM_THRESHOLD, threads: int = 0
@@ -189,18 +181,6 @@ class MiniLMEmbedder:
         self._threads = threads
         self._model: MiniLM | None = None
         self._window = 254
-
-    @property
-    def name(self) -> str:
-        return f"all-minilm-l6-v2-np-w{self._window}"
-
-    @property
-    def default_threshold(self) -> float:
-        return self._threshold
-
-    @property
-    def dim(self) -> int:
-        return 384
 
     def load(self) -> MiniLM:
         """Map the weights once per process (well under a second); later calls return the model."""

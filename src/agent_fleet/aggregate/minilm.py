@@ -14,14 +14,12 @@ tokenizers and threadpoolctl are core dependencies; each is imported on first us
 from __future__ import annotations
 
 import json
-import os
 import threading
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_fleet.aggregate.blas import run_spread
 from agent_fleet.errors import UsageError
 
 __all__ = ["MODEL_DIR", "EmbedderUnavailable", "MiniLM", "map_safetensors", "model_dir"]
@@ -156,14 +154,7 @@ class MiniLM:
         def run(batch: list[int]) -> None:
             out[batch] = self._forward([windows[i] for i in batch])
 
-        workers = max(1, min(threads or _cpus(), len(batches)))
-        with _single_threaded_blas():
-            if workers == 1:
-                for b in batches:
-                    run(b)
-            else:
-                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="minilm") as pool:
-                    list(pool.map(run, batches))
+        run_spread(run, batches, workers=threads, name="minilm")
         return out
 
     def _forward(self, windows: list[Sequence[int]]) -> Any:
@@ -278,35 +269,3 @@ def _gelu(x: Any) -> Any:
     np.maximum(x, 0, out=x)
     x -= poly
     return x
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-_BLAS_LOCK = threading.Lock()
-_BLAS_USERS = 0
-_BLAS_LIMIT: Any = None
-
-
-@contextmanager
-def _single_threaded_blas() -> Iterator[None]:
-    """BLAS limited to one thread while any forward pass runs (threadpoolctl; restored after the last)."""
-    global _BLAS_USERS, _BLAS_LIMIT
-    with _BLAS_LOCK:
-        if _BLAS_USERS == 0:
-            from threadpoolctl import threadpool_limits
-
-            _BLAS_LIMIT = threadpool_limits(limits=1, user_api="blas")
-        _BLAS_USERS += 1
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            _BLAS_USERS -= 1
-            if _BLAS_USERS == 0 and _BLAS_LIMIT is not None:
-                _BLAS_LIMIT.restore_original_limits()
-                _BLAS_LIMIT = None

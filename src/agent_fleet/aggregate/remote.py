@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from agent_fleet.aggregate.vectors import Vector, VectorKind, normalized_dense
+from agent_fleet.aggregate.embedders import WindowedEmbedder
+from agent_fleet.aggregate.vectors import Vector, normalized_dense
 from agent_fleet.errors import ClientRequestError, Overloaded, ProviderError, ProviderUnreachable, RateLimited
 from agent_fleet.spend.port import EmbeddingGateway
 
@@ -169,10 +170,9 @@ def _mean(vectors: Sequence[Sequence[float]], weights: Sequence[int]) -> list[fl
     return acc
 
 
-class ProviderEmbedder:
-    """Embeds through an :class:`EmbeddingsClient`, charged to ``session_id``; vectors renormalised."""
-
-    kind: VectorKind = "dense"
+class ProviderEmbedder(WindowedEmbedder):
+    """Embeds through an :class:`EmbeddingsClient`, charged to ``session_id``; vectors renormalised.
+    Its window is ``max_input_bytes`` (UTF-8) of text."""
 
     def __init__(
         self,
@@ -189,15 +189,8 @@ class ProviderEmbedder:
         self._model = model
         self._threshold = threshold
         self._batch = batch_size
-        self._max_bytes = max_input_bytes
-
-    @property
-    def name(self) -> str:
-        return f"provider:{self._model}-w{self._max_bytes}"
-
-    @property
-    def default_threshold(self) -> float:
-        return self._threshold
+        self._window = max_input_bytes
+        self._label = f"provider:{model}"
 
     @property
     def session_id(self) -> str:
@@ -207,7 +200,7 @@ class ProviderEmbedder:
         pieces: list[str] = []
         owners: list[int] = []
         for i, text in enumerate(texts):
-            for piece in _windows(text, self._max_bytes):
+            for piece in _windows(text, self._window):
                 pieces.append(piece)
                 owners.append(i)
         raw: list[list[float]] = []

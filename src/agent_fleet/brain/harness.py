@@ -89,9 +89,7 @@ class Harness:
                         view, view.results, {"title": action.text_result[:120], "body": action.text_result}
                     )
                     events.append((EventType.RESULT_ITEM, item))
-                events.append(
-                    (EventType.SESSION_COMPLETED, {"summary": action.summary, "results": view.results + len(events)})
-                )
+                events.append(_completed(action.summary, view.results + len(events)))
                 await self._emit_many(view, events)
                 return SessionOutcome(session_id, Outcome.COMPLETED)
             elif isinstance(action, Pause):
@@ -210,10 +208,14 @@ class Harness:
                 await self._emit_many(view, events)
                 return
             if call.name == FINISH.name:
-                summary = args.get("summary", "")
                 result = self._tool_result(call, "session finished")
-                result[1]["summary"] = str(summary)[:2000]
-                await self._emit_many(view, [start, result])
+                summary = result[1]["summary"] = str(args.get("summary", ""))[:2000]
+                events = [start, result]
+                if [c.id for c in view.open_calls] == [call.id]:
+                    # The last call of its turn: the session is complete (next_action's Complete), in
+                    # the same append — one write fewer per session, the same events.
+                    events.append(_completed(summary, view.results))
+                await self._emit_many(view, events)
                 return
         except ToolArgumentError as exc:
             await self._emit_many(view, [start, self._malformed(call, f"error: {exc}")])
@@ -260,6 +262,10 @@ class Harness:
     async def _emit_many(self, view: SessionView, events: list[tuple[str, dict[str, Any]]]) -> None:
         for ev in await self._log.emit_events(view.session_id, events):
             view.apply(ev)
+
+
+def _completed(summary: str, results: int) -> tuple[str, dict[str, Any]]:
+    return (EventType.SESSION_COMPLETED, {"summary": summary, "results": results})
 
 
 def _model_error(exc: BaseException, turn: int, model: str) -> dict[str, Any]:

@@ -67,6 +67,9 @@ def deploy_cmd(
     embedding_model: str | None = typer.Option(
         None, "--embedding-model", help="With --embedder provider: the embeddings model [text-embedding-3-small]."
     ),
+    executor: str | None = typer.Option(
+        None, "--executor", help="Where harnesses run: local, ray:auto or ray://HOST:PORT [fleet.yaml, else local]."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Decompose and forecast only; run nothing."),
     server: str | None = SERVER_OPTION,
@@ -104,6 +107,7 @@ def deploy_cmd(
             config_path=config,
             embedder=embedder,
             embedding_model=embedding_model,
+            executor=executor,
         )
 
     if detach and server is None:

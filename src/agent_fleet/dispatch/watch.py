@@ -26,10 +26,11 @@ attempt is neither writing to the log nor inside a model or tool call — stuck 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolSpec
@@ -39,6 +40,8 @@ from agent_fleet.session.port import ForwardingLog, SessionLog
 from agent_fleet.spend.port import ModelGateway
 
 __all__ = ["Progress", "TurnBoundary", "WatchedGateway", "WatchedHands", "WatchedLog"]
+
+T = TypeVar("T")
 
 
 class TurnBoundary(Exception):
@@ -73,12 +76,6 @@ class Progress:
         return f"Progress(writes={self.writes}, waiting={self.waiting})"
 
 
-def _retrieved(task: asyncio.Task[Any]) -> None:
-    """Mark a finished write's error as seen: whoever still waits gets it, none is reported twice."""
-    if not task.cancelled():
-        task.exception()
-
-
 class WatchedLog(ForwardingLog):
     """The session log as one attempt sees it."""
 
@@ -87,15 +84,31 @@ class WatchedLog(ForwardingLog):
         self._progress = progress
         self._pending: set[asyncio.Task[Any]] = set()
 
-    async def _write(self, task: asyncio.Task[Any]) -> Any:
+    def _landed(self, landed: asyncio.Future[None], task: asyncio.Task[Any]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled():
+            task.exception()  # a failure the cancelled caller cannot take is the run's, not a stray
+        if not landed.done():  # else the waiting attempt was cancelled: nobody to wake
+            landed.set_result(None)
+
+    async def _write(self, write: Coroutine[Any, Any, T]) -> T:
+        # The write runs as a task of its own, and the attempt waits on a future of its own for it
+        # (asyncio.shield's construction, with one callback): cancelling the attempt must not leave a
+        # write whose landing nobody waits for. Every model call makes three or four writes, so this
+        # path is kept to one task, one future and one callback.
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(write)
         self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-        task.add_done_callback(_retrieved)  # a failure the cancelled caller cannot take is the run's, not a stray
-        # Shielded: cancelling the attempt must not leave a write whose landing nobody waits for.
-        with self._progress.bounded_wait():
-            result = await asyncio.shield(task)
-        self._progress.writes += 1
-        return result
+        landed: asyncio.Future[None] = loop.create_future()
+        task.add_done_callback(partial(self._landed, landed))
+        progress = self._progress
+        progress.waiting += 1  # a write in flight counts as progress (see Progress.bounded_wait)
+        try:
+            await landed
+        finally:
+            progress.waiting -= 1
+        progress.writes += 1
+        return task.result()
 
     async def settle(self) -> None:
         """Wait until every write this attempt started has landed (or failed)."""
@@ -103,12 +116,12 @@ class WatchedLog(ForwardingLog):
             await asyncio.wait(list(self._pending))
 
     async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
-        event: Event = await self._write(asyncio.ensure_future(self.inner.emit_event(session_id, type, data)))
+        event = await self._write(self.inner.emit_event(session_id, type, data))
         self._boundary((type,))
         return event
 
     async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
-        written: list[Event] = await self._write(asyncio.ensure_future(self.inner.emit_events(session_id, events)))
+        written = await self._write(self.inner.emit_events(session_id, events))
         self._boundary(t for t, _ in events)
         return written
 
@@ -142,12 +155,14 @@ class WatchedGateway:
         if self._on_call is not None:
             on_call, self._on_call = self._on_call, None
             on_call()
-        self._progress.calls += 1
+        progress = self._progress
+        progress.calls += 1
+        progress.waiting += 1  # the gateway's own timeouts bound the call (see Progress.bounded_wait)
         try:
-            with self._progress.bounded_wait():
-                return await self._inner.complete(session_id, request)
+            return await self._inner.complete(session_id, request)
         finally:
-            self._progress.calls -= 1
+            progress.waiting -= 1
+            progress.calls -= 1
 
     def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
         if session_id in self._restored:

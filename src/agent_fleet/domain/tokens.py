@@ -37,8 +37,24 @@ def message_chars(msg: dict[str, Any]) -> int:
     return chars
 
 
+# Every request of every session counts its tools' schemas twice (context care, the gateway's
+# reservation), and the specs are a handful of constants: each one is measured once, by identity.
+_SPEC_CHARS: dict[int, tuple[ToolSpec, int]] = {}
+
+
+def _spec_chars(spec: ToolSpec) -> int:
+    seen = _SPEC_CHARS.get(id(spec))
+    if seen is not None and seen[0] is spec:
+        return seen[1]
+    chars = len(spec.name) + len(spec.description) + len(repr(spec.parameters))
+    if len(_SPEC_CHARS) >= 4096:  # specs built per request (the gateway service): keep the memo small
+        _SPEC_CHARS.clear()
+    _SPEC_CHARS[id(spec)] = (spec, chars)
+    return chars
+
+
 def tools_chars(tools: tuple[ToolSpec, ...]) -> int:
-    return sum(len(t.name) + len(t.description) + len(repr(t.parameters)) for t in tools)
+    return sum(_spec_chars(t) for t in tools)
 
 
 def raw_prompt_estimate(request: ChatRequest) -> int:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from agent_fleet.clock import Clock
+from agent_fleet.cluster import check_store
 from agent_fleet.config import FleetConfig, load_config
 from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.engine.core import Engine, close_workforce
@@ -73,6 +74,8 @@ async def open_engine(
         agent_cmd=options.agent_cmd,
         agent_format=options.agent_format,
         agent_timeout=options.timeout,
+        executor=options.executor or "local",
+        model=options.model,
         system="anthropic" if anthropic else "openai",
     ) as engine:
         yield engine
@@ -94,18 +97,23 @@ async def assemble(
     agent_cmd: str | None = None,
     agent_format: str = "jsonl",
     agent_timeout: float | None = None,
+    executor: str = "local",
+    model: str = "",
     system: str = "openai",
 ) -> AsyncIterator[Engine]:
     """An engine over ``config``: its store, the lease of ``lease_run`` (when given), the gateway
-    ``gateway()`` builds (probed with ``check``), the workforce named ``workforce_id``, the queues;
-    telemetry when the environment asks for it (``system``: the provider's name). On exit the
-    engine's runs are stopped and its parts closed."""
+    ``gateway()`` builds (probed with ``check``), the workforce named ``workforce_id`` (its harnesses
+    on a Ray cluster's nodes with ``executor``; ``model``: their default), the queues; telemetry when
+    the environment asks for it (``system``: the provider's name). On exit the engine's runs are
+    stopped and its parts closed."""
+    url = resolve_store_url(store_url)
+    check_store(executor, url)  # the Ray executor's hook: its nodes share the log
     async with AsyncExitStack() as stack:
         telemetry = open_telemetry(os.environ, system=system)  # off (the default): None, nothing imported
         if telemetry is not None:
             stack.callback(telemetry.close)
         async with AsyncExitStack() as parts:
-            log = open_store(resolve_store_url(store_url))
+            log = open_store(url)
             await parts.enter_async_context(log)
             lease = None
             if lease_run is not None:
@@ -124,6 +132,11 @@ async def assemble(
                 agent_cmd=agent_cmd,
                 agent_format=agent_format,
                 timeout=agent_timeout,
+                # the Ray executor's hook: harnesses on a cluster's nodes (dispatch.executor)
+                executor=executor,
+                store_url=url,
+                run_epoch=lease.lease.epoch if lease is not None else None,
+                model=model,
             )
             parts.push_async_callback(close_workforce, workforce)
             queues = await asyncio.to_thread(configured_queues, config, config_path)

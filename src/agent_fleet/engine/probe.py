@@ -14,8 +14,8 @@ __all__ = ["check_provider"]
 async def check_provider(base_url: str, *, timeout: float = 5.0) -> None:
     """Raise ProviderUnreachable unless something answers HTTP at ``base_url`` (no credential sent).
 
-    Over aiohttp, as the engine's own calls go (``spend/providers/_fast.py``), with the same
-    ``trust_env=False``: the check reaches the provider the way the calls will.
+    With ``trust_env=False``: like the engine's own calls (``spend/providers/_fast.py``), it reads
+    no proxy from the environment, so the check reaches the provider the way the calls will.
     """
     try:
         async with (

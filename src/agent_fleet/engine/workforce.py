@@ -10,6 +10,9 @@ Per run it holds:
 * the **worker pool** the dispatcher leases sessions onto (fleet.yaml ``dispatch``);
 * for ``--agent-cmd`` runs, the in-process **gateway service** CLI agents call with their own
   per-session token, and the session body that runs them;
+* with ``dispatch.executor`` a Ray cluster, the **Ray executor** (:mod:`agent_fleet.cluster`): node
+  workers on the cluster take the place of this process's slots (the one hook: :meth:`Workforce.open`
+  starts it, :meth:`dispatch_parts` gives its pool and session body, :meth:`aclose` stops it);
 * the **reaper**: when the workforce opens, what dead engines left (sandbox processes, worktrees,
   MCP server processes) is removed; when it closes, nothing of this run is left behind.
 
@@ -27,7 +30,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.config import FleetConfig, load_config
@@ -48,9 +51,13 @@ from agent_fleet.hands.sandbox import LocalSandboxProvider, SandboxConfig, Sandb
 from agent_fleet.hands.shell import RUN_COMMAND
 from agent_fleet.hands.toolbox import Toolbox
 from agent_fleet.hands.web import EgressPolicy
+from agent_fleet.session.lease import LeaseStore
 from agent_fleet.session.port import SessionLog
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.service import GatewayService
+
+if TYPE_CHECKING:
+    from agent_fleet.cluster.executor import RayExecutor
 
 __all__ = ["Workforce", "default_sandbox_root", "reap_sandboxes"]
 
@@ -101,6 +108,35 @@ class _CliSetup:
     recorder: CallRecorder
 
 
+async def _open_ray(
+    executor: str,
+    workforce: Workforce,
+    gateway: Gateway,
+    log: SessionLog,
+    store_url: str | None,
+    run_epoch: int | None,
+    model: str,
+) -> RayExecutor:
+    """The Ray executor of a run (``dispatch.executor``); CLI agents run in this process only."""
+    from agent_fleet.cluster.executor import RayExecutor
+
+    if workforce._cli is not None:
+        raise ConfigError("--agent-cmd runs CLI agents in this process; use --executor local with it")
+    if not isinstance(log, LeaseStore):
+        raise ConfigError("the Ray executor needs a session store with leases (PostgreSQL)")
+    return await RayExecutor.open(
+        executor=executor,
+        config=workforce.config,
+        run_id=workforce.run_id,
+        store_url=store_url or "",
+        store=log,
+        run_epoch=run_epoch,
+        gateway=gateway,
+        default_model=model,
+        clock=workforce.clock,
+    )
+
+
 class Workforce:
     """Built by :meth:`open` in the engine's task; :meth:`aclose` must run in that same task."""
 
@@ -116,8 +152,10 @@ class Workforce:
         mcp: McpPool | None,
         cli: _CliSetup | None,
         interpose: Interposer | None,
+        ray: RayExecutor | None = None,
     ) -> None:
         self.run_id = run_id
+        self.ray = ray
         self.config = config
         self.clock = clock
         self.sandbox_root = sandbox_root
@@ -146,6 +184,10 @@ class Workforce:
         timeout: float | None = None,
         interpose: Interposer | None = None,
         wrap_sandboxes: Callable[[SandboxProvider], SandboxProvider] | None = None,
+        executor: str = "local",
+        store_url: str | None = None,
+        run_epoch: int | None = None,
+        model: str = "",
     ) -> Workforce:
         """Reap what dead engines left, then start what this run needs (MCP servers, the gateway
         service for CLI agents). ``config``: the engine's reading of fleet.yaml (``config_path``, which
@@ -202,6 +244,8 @@ class Workforce:
                 await mcp.start()
             if cli is not None:
                 await cli.service.start()
+            if executor != "local":
+                workforce.ray = await _open_ray(executor, workforce, gateway, log, store_url, run_epoch, model)
         except BaseException:
             await workforce.aclose()
             raise
@@ -241,15 +285,7 @@ class Workforce:
     def pool(self, sessions: int) -> WorkerPool:
         """One execution slot per session plus spares as backups (or fleet.yaml ``dispatch.workers``)."""
         d = self.config.dispatch
-        health = HealthConfig(
-            heartbeat_interval=d.check_interval_s,
-            dead_after=max(3.0, 3 * d.check_interval_s),
-            hung_after=d.hung_after_s,
-            trip_after=d.trip_after,
-            cooldown=d.breaker_cooldown_s,
-            max_cooldown=max(300.0, d.breaker_cooldown_s),
-        )
-        pool = WorkerPool(self.clock, health=health)
+        pool = WorkerPool(self.clock, health=self._health())
         n = d.workers or sessions + max(2, math.ceil(sessions / 10))
         if d.autoscale is not None:  # start warm; the autoscaler grows it from the queue
             n = max(d.autoscale.min_workers, d.autoscale.warm)
@@ -258,10 +294,25 @@ class Workforce:
         self.pools.append(pool)
         return pool
 
+    def _health(self) -> HealthConfig:
+        d = self.config.dispatch
+        return HealthConfig(
+            heartbeat_interval=d.check_interval_s,
+            dead_after=max(3.0, 3 * d.check_interval_s),
+            hung_after=d.hung_after_s,
+            trip_after=d.trip_after,
+            cooldown=d.breaker_cooldown_s,
+            max_cooldown=max(300.0, d.breaker_cooldown_s),
+        )
+
     def dispatch_parts(self, options: DispatchOptions, *, sessions: int, root: str | None) -> dict[str, Any]:
         """Keyword arguments for :class:`~agent_fleet.dispatch.runner.Dispatcher` besides the ports."""
         d = self.config.dispatch
         options = replace(options, check_interval=d.check_interval_s, max_reassignments=d.max_reassignments)
+        if self.ray is not None:  # node workers on the cluster instead of this process's slots
+            pool = self.ray.pool(self._health())
+            self.pools.append(pool)
+            return {"pool": pool, "body": self.ray.body(pool, options.limits, root), "options": options}
         parts: dict[str, Any] = {"pool": self.pool(sessions), "interpose": self._interpose}
         if d.autoscale is not None:
             a = d.autoscale
@@ -299,6 +350,8 @@ class Workforce:
             return
         self._closed = True
         try:
+            if self.ray is not None:
+                await self.ray.aclose()
             if self._cli is not None:
                 await self._cli.service.aclose()
         finally:
@@ -312,4 +365,4 @@ class Workforce:
                 self.reaped.processes += report.processes
 
     def __repr__(self) -> str:
-        return f"Workforce(run={self.run_id}, sandboxes={self.sandboxes!r}, mcp={self.mcp!r})"
+        return f"Workforce(run={self.run_id}, ray={self.ray!r}, sandboxes={self.sandboxes!r}, mcp={self.mcp!r})"

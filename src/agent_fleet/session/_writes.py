@@ -1,34 +1,108 @@
-"""The write side both session-log backends share: callers queue appends and snapshots, a writer
-commits them in batches (group commit) and resolves each caller's future once it is durable.
-Also the lifecycle both share: ``async with`` opens and closes; a closed store is not reopened."""
+"""What both session-log backends share: the lifecycle, the write queue and the outcome of a batch.
+
+Lifecycle. ``open`` once (``async with`` opens and closes); a closed store is not reopened.
+``close`` hands the writer everything queued before it and returns once all of it is committed
+and acknowledged.
+
+Group commit. Callers' appends collect in a list during one turn of the event loop; at the end
+of the turn (a ``call_soon`` callback, so after every task that turn woke) the list goes to the
+writer in one piece. The writer (a thread for SQLite, a task for PostgreSQL) drains what it has
+been handed, commits it in one transaction and only then resolves each caller's future. Handing
+over whole turns, not single appends, means the writer does not start a batch while the loop is
+still busy appending to it: a thousand sessions acknowledged by one commit send their next events
+together, and the writer takes them together, instead of taking the first few and making the rest
+wait a whole commit. A future of another event loop (another thread) goes straight to the writer.
+
+A batch whose commit fails because of one request's content (text that cannot be stored) is
+committed again request by request, so the bad one fails alone (:meth:`QueuedWrites._singles`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 from agent_fleet.domain.events import Event
-from agent_fleet.session._codec import AppendRequest, SnapshotRequest, check_append, encode_data, run_of
+from agent_fleet.errors import StoreError
+from agent_fleet.session._codec import (
+    AppendRequest,
+    Outcome,
+    SnapshotRequest,
+    check_append,
+    encode_data,
+    encode_items,
+    run_of,
+)
+from agent_fleet.session.lease import attempt_fence
 
-__all__ = ["QueuedWrites"]
+__all__ = ["Batch", "Lifecycle", "QueuedWrites"]
+
+Batch = tuple[list[AppendRequest], list[SnapshotRequest]]
+
+
+class Lifecycle(enum.Enum):
+    NEW = "new"
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
 
 
 class QueuedWrites(ABC):
-    """``emit_event``/``emit_events``/``put_snapshot`` over a writer the subclass runs."""
+    """``emit_event``/``emit_events``/``put_snapshot`` and the lifecycle, over a writer the subclass runs."""
 
-    _appends: collections.deque[AppendRequest]
-    _snapshots: collections.deque[SnapshotRequest]
-    _max_batch_events: int
-    _fences: dict[str, int]
+    def __init__(self, max_batch_events: int) -> None:
+        self._state = Lifecycle.NEW
+        self._max_batch_events = max(1, max_batch_events)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: list[AppendRequest] = []  # appended during this turn of the loop
+        self._pending_events = 0
+        self._flush_due = False
+        self._foreign_loops = False  # a future of another loop was ever queued
+        # Handed to the writer: (requests, their event count) and snapshots.
+        self._appends: collections.deque[tuple[list[AppendRequest], int]] = collections.deque()
+        self._snapshots: collections.deque[SnapshotRequest] = collections.deque()
+        self._fences: dict[str, int] = {}
+        self._closing = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
 
     @abstractmethod
-    async def open(self) -> None: ...
+    async def _start(self) -> None:
+        """Connect and start the writer; on failure leave the store as it should stay, and raise."""
 
     @abstractmethod
-    async def close(self) -> None: ...
+    async def _stop(self) -> None:
+        """Wait for the writer to commit what it was handed and end, then release the connections."""
+
+    @abstractmethod
+    def _wake_writer(self) -> None: ...
+
+    async def open(self) -> None:
+        if self._state is Lifecycle.OPEN:
+            return
+        if self._state is not Lifecycle.NEW:
+            raise StoreError("a closed session store cannot be reopened; create a new one")
+        self._loop = asyncio.get_running_loop()
+        await self._start()
+        self._state = Lifecycle.OPEN
+
+    async def close(self) -> None:
+        if self._state is Lifecycle.NEW:
+            self._state = Lifecycle.CLOSED
+            return
+        if self._state is Lifecycle.OPEN:
+            self._state = Lifecycle.CLOSING
+            await self._hand_over()
+            self._closing = True
+            self._wake_writer()
+        # Every request queued before close() is committed and acknowledged before this returns.
+        await self._stop()
+        self._state = Lifecycle.CLOSED
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -37,32 +111,30 @@ class QueuedWrites(ABC):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    @abstractmethod
-    def _ensure_open(self) -> None: ...
+    def _ensure_open(self) -> None:
+        if self._state is not Lifecycle.OPEN:
+            raise StoreError(f"session store is {self._state.value}, not open")
 
-    @abstractmethod
-    def _submit(self, request: AppendRequest) -> asyncio.Future[list[Event]]: ...
-
-    @abstractmethod
-    def _wake_writer(self) -> None: ...
+    # -- appends --------------------------------------------------------------------------------
 
     async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
         check_append(session_id, type)
         value, text = encode_data(data)
-        request = AppendRequest(session_id, ((type, value, text),), self._new_future(), self._epoch_of(session_id))
+        fences = self._fences
+        epoch = fences.get(run_of(session_id)) if fences else None
+        future = asyncio.get_running_loop().create_future()
+        request = AppendRequest(session_id, ((type, value, text),), future, epoch, attempt_fence.get())
         events = await self._submit(request)
         return events[0]
 
     async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
         check_append(session_id, "event")
-        items = []
-        for type_, data in events:
-            check_append(session_id, type_)
-            value, text = encode_data(data)
-            items.append((type_, value, text))
+        items = encode_items(session_id, events)
         if not items:
             return []
-        return await self._submit(AppendRequest(session_id, items, self._new_future(), self._epoch_of(session_id)))
+        future = asyncio.get_running_loop().create_future()
+        request = AppendRequest(session_id, items, future, self._epoch_of(session_id), attempt_fence.get())
+        return await self._submit(request)
 
     def fence(self, run_id: str, epoch: int | None) -> None:
         """Every later append to the run's sessions carries ``epoch``; the writer checks it (lease.py)."""
@@ -74,28 +146,93 @@ class QueuedWrites(ABC):
     def _epoch_of(self, session_id: str) -> int | None:
         return self._fences.get(run_of(session_id)) if self._fences else None
 
+    def _submit(self, request: AppendRequest) -> asyncio.Future[list[Event]]:
+        if self._state is not Lifecycle.OPEN:
+            self._ensure_open()
+        future = request.future
+        loop = future.get_loop()
+        if loop is self._loop:
+            self._pending.append(request)
+            self._pending_events += len(request.items)
+            if not self._flush_due:
+                self._flush_due = True
+                loop.call_soon(self._flush)
+        else:
+            self._foreign_loops = True
+            self._appends.append(([request], len(request.items)))
+            self._wake_writer()
+        return future
+
+    def _flush(self) -> None:
+        """Hands the writer what this turn of the loop appended (runs at the end of the turn)."""
+        self._flush_due = False
+        if self._pending:
+            self._appends.append((self._pending, self._pending_events))
+            self._pending, self._pending_events = [], 0
+            self._wake_writer()
+
+    async def _hand_over(self) -> None:
+        """Hands the writer the appends of the current turn now, from whichever loop this runs on."""
+        owner = self._loop
+        if owner is None or owner is asyncio.get_running_loop() or not owner.is_running():
+            self._flush()
+            return
+        handed: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def flush() -> None:
+            self._flush()
+            handed.set_result(None)
+
+        owner.call_soon_threadsafe(flush)  # the owning loop's thread is the one that appends to the list
+        await asyncio.wrap_future(handed)
+
     async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
         check_append(key, "snapshot")
         _, text = encode_data(data)
-        request = SnapshotRequest(key, text, self._new_future())
+        loop = asyncio.get_running_loop()
+        request = SnapshotRequest(key, text, loop.create_future())
         self._ensure_open()
+        if loop is not self._loop:
+            self._foreign_loops = True
+        await self._hand_over()  # the appends asked for before it go to the writer first
         self._snapshots.append(request)
         self._wake_writer()
         await request.future
 
-    def _take_batch(self) -> tuple[list[AppendRequest], list[SnapshotRequest]]:
-        """The writer's next batch: queued appends up to ``_max_batch_events`` events, every snapshot."""
+    # -- the writer's side ----------------------------------------------------------------------
+
+    def _take_batch(self) -> Batch:
+        """The writer's next batch: handed-over appends up to ``_max_batch_events`` events, every snapshot."""
         appends: list[AppendRequest] = []
         budget = self._max_batch_events
         queue = self._appends
         while queue and budget > 0:
-            request = queue.popleft()
-            appends.append(request)
-            budget -= len(request.items)
+            requests, count = queue.popleft()
+            if count > budget:  # split the hand-over: the rest goes first next time
+                taken = 0
+                for cut, request in enumerate(requests):
+                    if taken >= budget:
+                        rest = requests[cut:]
+                        queue.appendleft((rest, sum(len(r.items) for r in rest)))
+                        requests, count = requests[:cut], taken
+                        break
+                    taken += len(request.items)
+            appends += requests
+            budget -= count
         snapshots: list[SnapshotRequest] = []
         while self._snapshots:
             snapshots.append(self._snapshots.popleft())
         return appends, snapshots
 
-    def _new_future(self) -> asyncio.Future[list[Event]]:
-        return asyncio.get_running_loop().create_future()
+    def _idle(self) -> bool:
+        """Whether the writer may end: closing, and nothing left to write."""
+        return self._closing and not self._appends and not self._snapshots
+
+    @staticmethod
+    def _singles(appends: list[AppendRequest], snapshots: list[SnapshotRequest]) -> list[Batch]:
+        """A batch split into one batch per request, to commit one by one after a request-specific failure."""
+        return [([one], []) for one in appends] + [([], [one]) for one in snapshots]
+
+    @staticmethod
+    def _failed(batch: Batch, error: BaseException) -> list[Outcome]:
+        return [(request.future, error) for requests in batch for request in requests]

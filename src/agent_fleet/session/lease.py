@@ -10,12 +10,20 @@ on, in the same transaction as the append — a frozen or split-brain engine can
 
 :func:`claim` is the pure decision; the stores give an atomic compare-and-swap on the epoch
 (:class:`LeaseStore`), so two engines claiming at once cannot both win.
+
+**Attempt fences.** When a session's attempts run on other machines (the Ray executor), each attempt
+holds a fence of its own: a lease row keyed by the *session* id whose epoch the dispatcher bumps
+(:func:`bump_attempt_fence`) before it starts an attempt and again when it declares one lost. The
+attempt's writes carry the epoch it was given (:data:`attempt_fence`, set in the attempt's task), and
+the store refuses them, in the append's own transaction, once the row has moved on: a node declared
+lost cannot write into a session another node has taken over.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import socket
@@ -29,6 +37,8 @@ from agent_fleet.errors import RunOwned
 
 __all__ = [
     "DEFAULT_TTL_S",
+    "attempt_fence",
+    "bump_attempt_fence",
     "Lease",
     "LeaseKeeper",
     "LeaseOwner",
@@ -78,6 +88,22 @@ class LeaseStore(Protocol):
 
     def fence(self, run_id: str, epoch: int | None) -> None:
         """From now on every append to the run's sessions carries ``epoch`` (None: unfenced)."""
+
+
+attempt_fence: contextvars.ContextVar[int | None] = contextvars.ContextVar("attempt_fence", default=None)
+"""The attempt fence the current task writes under (None: none). Tasks it starts inherit it."""
+
+
+async def bump_attempt_fence(store: LeaseStore, session_id: str, holder: LeaseOwner, *, now: float) -> int:
+    """Move the session's attempt fence on and return the new epoch: writes under any older one are
+    refused from now on. A compare-and-swap, retried while another writer moves the row meanwhile."""
+    while True:
+        current = await store.read_lease(session_id)
+        epoch = 1 if current is None else current.epoch + 1
+        if await store.swap_lease(
+            Lease(session_id, epoch, holder, now, now), None if current is None else current.epoch
+        ):
+            return epoch
 
 
 def pid_alive(pid: int) -> bool:

@@ -22,15 +22,16 @@ from agent_fleet.domain.events import Event, SessionRecord
 from agent_fleet.errors import StoreError
 from agent_fleet.session._codec import (
     AppendRequest,
-    check_append,
     decode_data,
     encode_data,
+    encode_items,
+    fenced_runs,
     plan_batch,
     run_of,
     split_fenced,
 )
 from agent_fleet.session._wakes import WakeBatcher
-from agent_fleet.session.lease import Lease
+from agent_fleet.session.lease import Lease, attempt_fence
 from agent_fleet.session.port import WakeState
 
 __all__ = ["MemorySessionLog", "MemoryStore"]
@@ -100,11 +101,7 @@ class MemorySessionLog:
         return (await self.emit_events(session_id, [(type, data or {})]))[0]
 
     async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
-        items = []
-        for type_, data in events:
-            check_append(session_id, type_)
-            value, text = encode_data(data)
-            items.append((type_, value, text))
+        items = encode_items(session_id, events)
         if not items:
             return []
         for type_, _, text in items:
@@ -120,9 +117,11 @@ class MemorySessionLog:
 
     def _append(self, session_id: str, items: list[tuple[str, dict[str, Any], str]]) -> list[Event]:
         loop = asyncio.get_running_loop()
-        request = AppendRequest(session_id, items, loop.create_future(), self._fences.get(run_of(session_id)))
-        held = self.store.leases.get(run_of(session_id))
-        _, refused = split_fenced([request], {held.run_id: held.epoch} if held is not None else {})
+        fence = self._fences.get(run_of(session_id))
+        request = AppendRequest(session_id, items, loop.create_future(), fence, attempt_fence.get())
+        leases = self.store.leases
+        epochs = {key: leases[key].epoch for key in fenced_runs([request]) if key in leases}
+        _, refused = split_fenced([request], epochs)
         if refused:
             raise refused[0][1]
         delta = plan_batch([request])[session_id]

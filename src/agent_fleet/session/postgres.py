@@ -30,9 +30,7 @@ A NULL ``state`` in the projection means the stream has not moved since it was c
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import enum
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +54,9 @@ from agent_fleet.session._codec import (
     resolve_futures,
     split_fenced,
 )
+from agent_fleet.session._codec import (
+    Outcome as _Outcome,
+)
 from agent_fleet.session._pg_sql import Statements
 from agent_fleet.session._retry import DEFAULT_DEADLINE_S, RetryPolicy
 from agent_fleet.session._wakes import WakeBatcher
@@ -67,14 +68,6 @@ __all__ = ["PostgresSessionLog"]
 
 SCHEMA_VERSION = 1
 _T = TypeVar("_T")
-_Outcome = tuple[asyncio.Future[list[Event]], list[Event] | BaseException]
-
-
-class _Lifecycle(enum.Enum):
-    NEW = "new"
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
 
 
 # Failures that may pass: a dropped or terminated connection, a server restarting or out of disk.
@@ -115,21 +108,16 @@ class PostgresSessionLog(QueuedWrites):
         foreign_tables: bool = False,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        super().__init__(max_batch_events)
         self._dsn = dsn
         self.schema = schema
         self._pool_max = max(2, pool_max)
-        self._max_batch_events = max(1, max_batch_events)
         self._connect_timeout_s = connect_timeout_s
         self._wall_clock = wall_clock
         self._retry = RetryPolicy(deadline_s=retry_deadline_s)
         self._foreign_tables = foreign_tables  # True: the schema may hold other applications' tables
-        self._state = _Lifecycle.NEW
         self._pool: asyncpg.Pool | None = None
-        self._appends: collections.deque[AppendRequest] = collections.deque()
-        self._snapshots: collections.deque[SnapshotRequest] = collections.deque()
         self._wake = asyncio.Event()
-        self._fences: dict[str, int] = {}
-        self._closing = False
         self._writer: asyncio.Task[None] | None = None
         self._sql = Statements(f'"{schema}".' if schema else "")
         self._wakes = WakeBatcher(self._wake_many)
@@ -137,13 +125,9 @@ class PostgresSessionLog(QueuedWrites):
     def __repr__(self) -> str:
         return f"PostgresSessionLog(url={redact_url(self._dsn)!r}, schema={self.schema!r}, state={self._state.value})"
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    # -- lifecycle (_writes.py) ----------------------------------------------------------------
 
-    async def open(self) -> None:
-        if self._state is _Lifecycle.OPEN:
-            return
-        if self._state is not _Lifecycle.NEW:
-            raise StoreError("a closed session store cannot be reopened; create a new one")
+    async def _start(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
                 self._dsn, min_size=1, max_size=self._pool_max, timeout=self._connect_timeout_s
@@ -170,23 +154,13 @@ class PostgresSessionLog(QueuedWrites):
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             await self._discard_pool()
             raise StoreUnreachable(f"cannot reach session store {redact_url(self._dsn)}: {self._reason(exc)}") from None
-        self._state = _Lifecycle.OPEN
         # Owned, not fire-and-forget: close() drains the queue and awaits this task.
         self._writer = asyncio.get_running_loop().create_task(self._writer_main(), name="session-log-writer")
 
-    async def close(self) -> None:
-        if self._state is _Lifecycle.NEW:
-            self._state = _Lifecycle.CLOSED
-            return
-        if self._state is _Lifecycle.OPEN:
-            self._state = _Lifecycle.CLOSING
-            self._closing = True
-            self._wake.set()
+    async def _stop(self) -> None:
         if self._writer is not None:
-            # Every request queued before close() is committed and acknowledged before this returns.
             await asyncio.shield(self._writer)
         await self._discard_pool()
-        self._state = _Lifecycle.CLOSED
 
     async def _discard_pool(self) -> None:
         pool, self._pool = self._pool, None
@@ -206,51 +180,39 @@ class PostgresSessionLog(QueuedWrites):
     def _wake_writer(self) -> None:
         self._wake.set()
 
-    def _submit(self, request: AppendRequest) -> asyncio.Future[list[Event]]:
-        self._ensure_open()
-        self._appends.append(request)
-        self._wake.set()
-        return request.future
-
-    def _ensure_open(self) -> None:
-        if self._state is not _Lifecycle.OPEN:
-            raise StoreError(f"session store is {self._state.value}, not open")
-
     async def _writer_main(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
             while await self._write_pending():
                 pass
-            if self._closing and not self._appends and not self._snapshots:
+            if self._idle():
                 return
 
     async def _write_pending(self) -> bool:
-        """Commit one batch from the queues; False when they were empty."""
-        appends, snapshots = self._take_batch()
+        """Commit one batch of what the writer was handed; False when there was nothing."""
+        appends, snapshots = batch = self._take_batch()
         if not appends and not snapshots:
             return False
-        outcomes: list[_Outcome]
         try:
             outcomes = await self._commit_retrying(appends, snapshots)
         except Exception as exc:
-            everyone: list[AppendRequest | SnapshotRequest] = [*appends, *snapshots]
-            if len(everyone) > 1 and _request_specific(exc):
-                # One bad request must not fail its batch-mates: retry each in its own transaction.
-                outcomes = []
-                for one in everyone:
-                    try:
-                        if isinstance(one, AppendRequest):
-                            outcomes += await self._commit_retrying([one], [])
-                        else:
-                            outcomes += await self._commit_retrying([], [one])
-                    except Exception as single:
-                        outcomes.append((one.future, _as_store_error(single)))
+            if len(appends) + len(snapshots) > 1 and _request_specific(exc):
+                outcomes = await self._one_by_one(appends, snapshots)
             else:
-                error = _as_store_error(exc)
-                outcomes = [(r.future, error) for r in everyone]
+                outcomes = self._failed(batch, _as_store_error(exc))
         resolve_futures(outcomes)
         return True
+
+    async def _one_by_one(self, appends: list[AppendRequest], snapshots: list[SnapshotRequest]) -> list[_Outcome]:
+        """One bad request must not fail its batch-mates: each in its own transaction."""
+        outcomes: list[_Outcome] = []
+        for single in self._singles(appends, snapshots):
+            try:
+                outcomes += await self._commit_retrying(*single)
+            except Exception as exc:
+                outcomes += self._failed(single, _as_store_error(exc))
+        return outcomes
 
     async def _commit_retrying(self, appends: list[AppendRequest], snapshots: list[SnapshotRequest]) -> list[_Outcome]:
         """One batch, retried on a fresh connection while the failure may pass (_retry.py).
@@ -336,7 +298,7 @@ class PostgresSessionLog(QueuedWrites):
                 created = [sid for sid, start in base.items() if start == 0]
                 if created:
                     await conn.execute(sql.insert_info, created, [deltas[sid].first_text for sid in created])
-            rows, acks = assign(appends, base, now)
+            rows, outcomes = assign(appends, base, now)
             if rows:
                 await conn.copy_records_to_table(
                     "fleet_events",
@@ -346,7 +308,6 @@ class PostgresSessionLog(QueuedWrites):
                 )
             if snapshots:
                 await conn.executemany(sql.put_snapshot, [(s.key, s.text, now) for s in snapshots])
-            outcomes: list[_Outcome] = [(request.future, events) for request, events in acks]
             outcomes += [(s.future, []) for s in snapshots]
             outcomes.extend(refused)
             attempt.rows, attempt.outcomes = rows, outcomes  # from here on only the COMMIT is left

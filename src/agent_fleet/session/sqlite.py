@@ -11,11 +11,12 @@ with ``?sync=full`` in the store URL (group commit then shares each ``fsync`` am
 event of the batch). In both modes the database is never corrupted, only the newest
 unsynced transactions can be lost to a power cut under ``NORMAL``.
 
-Group commit. Callers enqueue append requests and await a future. One writer thread, with
-its own connection, drains the queue, commits everything it drained in one ``BEGIN
-IMMEDIATE`` transaction, and only then resolves the futures (one hop to the event loop per
-batch). While a batch commits the next one accumulates, so batches grow with load and no
-timer is needed. Reads use a second connection; WAL readers never block the writer.
+Group commit. Callers' appends are handed to one writer thread, with its own connection, a turn
+of the event loop at a time (:mod:`agent_fleet.session._writes`); it commits everything it was
+handed in one ``BEGIN IMMEDIATE`` transaction, a few multi-row statements per table
+(:mod:`agent_fleet.session._sqlite_batch`), and only then resolves the futures (one hop to the
+event loop per batch). While a batch commits the next one accumulates, so batches grow with load
+and no timer is needed. Reads use a second connection; WAL readers never block the writer.
 
 Checkpoints stay SQLite's own (in the writer, every ~1,000 WAL pages). Moving them to a
 background thread was measured: no faster on a 2-core host, and a checkpoint running beside a
@@ -34,10 +35,8 @@ applications' tables) is :mod:`agent_fleet.session._sqlite_connect`.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
-import enum
 import os
 import sqlite3
 import threading
@@ -48,20 +47,12 @@ from typing import Any, TypeVar
 
 from agent_fleet.domain.events import Event, SessionRecord
 from agent_fleet.errors import StoreError, StoreUnreachable
-from agent_fleet.session._codec import (
-    AppendRequest,
-    SnapshotRequest,
-    assign,
-    decode_data,
-    fenced_runs,
-    plan_batch,
-    resolve_futures,
-    split_fenced,
-)
+from agent_fleet.session._codec import AppendRequest, Outcome, SnapshotRequest, decode_data, resolve_futures
 from agent_fleet.session._retry import DEFAULT_DEADLINE_S, RetryPolicy
+from agent_fleet.session._sqlite_batch import SeqCache, write_batch
 from agent_fleet.session._sqlite_connect import SCHEMA_VERSION as SCHEMA_VERSION
 from agent_fleet.session._sqlite_connect import SYNC_MODES, check_foreign_tables, connect, create_schema
-from agent_fleet.session._sqlite_lease import lease_epochs, read_lease, swap_lease
+from agent_fleet.session._sqlite_lease import read_lease, swap_lease
 from agent_fleet.session._sqlite_rows import SESSION_COLUMNS as _SESSION_COLUMNS
 from agent_fleet.session._sqlite_rows import SESSIONS as _SESSIONS
 from agent_fleet.session._sqlite_rows import as_store_error as _as_store_error
@@ -71,42 +62,18 @@ from agent_fleet.session._sqlite_rows import request_specific as _request_specif
 from agent_fleet.session._sqlite_rows import transient as _transient
 from agent_fleet.session._sqlite_rows import wake_many as _wake_many
 from agent_fleet.session._wakes import WakeBatcher
-from agent_fleet.session._writes import QueuedWrites
+from agent_fleet.session._writes import Batch, Lifecycle, QueuedWrites
 from agent_fleet.session.lease import Lease
 from agent_fleet.session.port import WakeState
 
 __all__ = ["SqliteSessionLog"]
 
 _T = TypeVar("_T")
-_Outcome = tuple[asyncio.Future[list[Event]], list[Event] | BaseException]
 
-_INSERT_EVENT = "INSERT INTO fleet_events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)"
-_INSERT_SESSION = (
-    "INSERT INTO fleet_sessions (session_id, kind, run_id, state, last_seq, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_INFO = "INSERT INTO fleet_session_info (session_id, info) VALUES (?, ?)"
-_UPDATE_SESSION = (
-    "UPDATE fleet_sessions SET last_seq = ?, updated_at = ?, state = coalesce(?, state) WHERE session_id = ?"
-)
-_PUT_SNAPSHOT = (
-    "INSERT INTO fleet_snapshots (key, data, updated_at) VALUES (?, ?, ?) "
-    "ON CONFLICT (key) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
-)
 _SELECT_SESSION = f"SELECT {_SESSION_COLUMNS} FROM {_SESSIONS} WHERE s.session_id = ?"
 _SELECT_EVENTS = (
     "SELECT session_id, seq, type, time, data FROM fleet_events WHERE session_id = ? AND seq > ? ORDER BY seq"
 )
-
-_LOOKUP_CHUNK = 500  # bound on host parameters per IN (...) lookup
-_SEQ_CACHE_LIMIT = 200_000  # sessions whose last seq the writer remembers
-
-
-class _Lifecycle(enum.Enum):
-    NEW = "new"
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
 
 
 class SqliteSessionLog(QueuedWrites):
@@ -125,25 +92,19 @@ class SqliteSessionLog(QueuedWrites):
     ) -> None:
         if sync not in SYNC_MODES:
             raise StoreError(f"unknown SQLite sync mode {sync!r} (expected one of: {', '.join(SYNC_MODES)})")
+        super().__init__(max_batch_events)
         self.path = Path(path)
         self.sync = sync
         self._busy_timeout_s = busy_timeout_s
         self._foreign_tables = foreign_tables  # True: the file may hold other applications' tables
-        self._max_batch_events = max(1, max_batch_events)
         self._wall_clock = wall_clock
-        self._state = _Lifecycle.NEW
-        self._appends: collections.deque[AppendRequest] = collections.deque()
-        self._snapshots: collections.deque[SnapshotRequest] = collections.deque()
         self._wake = threading.Event()
-        self._fences: dict[str, int] = {}
-        self._closing = False
         self._writer: threading.Thread | None = None
         self._writer_done: concurrent.futures.Future[None] = concurrent.futures.Future()
         # Owned by the writer thread only.
         self._conn: sqlite3.Connection | None = None
         self._retry = RetryPolicy(deadline_s=retry_deadline_s)
-        self._last_seq: dict[str, int] = {}
-        self._data_version = -1
+        self._seqs = SeqCache()
         # The read connection serves one query at a time, from worker threads.
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
@@ -154,13 +115,9 @@ class SqliteSessionLog(QueuedWrites):
     def __repr__(self) -> str:
         return f"SqliteSessionLog(path={str(self.path)!r}, sync={self.sync!r}, state={self._state.value})"
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    # -- lifecycle (_writes.py) ----------------------------------------------------------------
 
-    async def open(self) -> None:
-        if self._state is _Lifecycle.OPEN:
-            return
-        if self._state is not _Lifecycle.NEW:
-            raise StoreError("a closed session store cannot be reopened; create a new one")
+    async def _start(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -174,42 +131,18 @@ class SqliteSessionLog(QueuedWrites):
         except BaseException:
             self._closing = True
             self._wake.set()
-            self._state = _Lifecycle.CLOSED
+            self._state = Lifecycle.CLOSED
             raise
-        self._state = _Lifecycle.OPEN
 
-    async def close(self) -> None:
-        if self._state is _Lifecycle.NEW:
-            self._state = _Lifecycle.CLOSED
-            return
-        if self._state is _Lifecycle.OPEN:
-            self._state = _Lifecycle.CLOSING
-            self._closing = True
-            self._wake.set()
-        # Every request queued before close() is committed and acknowledged before this returns.
+    async def _stop(self) -> None:
         await asyncio.wrap_future(self._writer_done)
         if self._reader is not None:
             with self._reader_lock:
                 self._reader.close()
             self._reader = None
-        self._state = _Lifecycle.CLOSED
-
-    # -- writes --------------------------------------------------------------------------------
 
     def _wake_writer(self) -> None:
         self._wake.set()
-
-    def _submit(self, request: AppendRequest) -> asyncio.Future[list[Event]]:
-        self._ensure_open()
-        self._appends.append(request)
-        # The writer clears the flag before it drains, so a set flag means this request will be seen.
-        if not self._wake.is_set():
-            self._wake.set()
-        return request.future
-
-    def _ensure_open(self) -> None:
-        if self._state is not _Lifecycle.OPEN:
-            raise StoreError(f"session store is {self._state.value}, not open")
 
     # -- the writer thread ---------------------------------------------------------------------
 
@@ -230,7 +163,7 @@ class SqliteSessionLog(QueuedWrites):
                     self._wake.clear()
                     while self._write_pending():
                         pass
-                    if self._closing and not self._appends and not self._snapshots:
+                    if self._idle():
                         return
             finally:
                 self._drop_connection()
@@ -238,47 +171,52 @@ class SqliteSessionLog(QueuedWrites):
             self._writer_done.set_result(None)
 
     def _write_pending(self) -> bool:
-        """Commit one batch from the queues; False when they were empty."""
-        appends, snapshots = self._take_batch()
+        """Commit one batch of what the writer was handed; False when there was nothing."""
+        appends, snapshots = batch = self._take_batch()
         if not appends and not snapshots:
             return False
-        outcomes: list[tuple[asyncio.Future[list[Event]], list[Event] | BaseException]]
         try:
-            outcomes = self._commit_retrying(appends, snapshots)
+            outcomes = self._commit_retrying(batch)
         except Exception as exc:
-            everyone: list[AppendRequest | SnapshotRequest] = [*appends, *snapshots]
-            if len(everyone) > 1 and _request_specific(exc):
-                # One bad request must not fail its batch-mates: retry each in its own transaction.
-                outcomes = []
-                for one in everyone:
-                    try:
-                        if isinstance(one, AppendRequest):
-                            outcomes += self._commit_retrying([one], [])
-                        else:
-                            outcomes += self._commit_retrying([], [one])
-                    except Exception as single:
-                        outcomes.append((one.future, _as_store_error(single)))
+            if len(appends) + len(snapshots) > 1 and _request_specific(exc):
+                outcomes = self._one_by_one(appends, snapshots)
             else:
-                error = _as_store_error(exc)
-                outcomes = [(r.future, error) for r in everyone]
-        by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-        for outcome in outcomes:
-            by_loop.setdefault(outcome[0].get_loop(), []).append(outcome)
+                outcomes = self._failed(batch, _as_store_error(exc))
+        self._deliver(outcomes)
+        return True
+
+    def _one_by_one(self, appends: list[AppendRequest], snapshots: list[SnapshotRequest]) -> list[Outcome]:
+        """One bad request must not fail its batch-mates: each in its own transaction."""
+        outcomes: list[Outcome] = []
+        for single in self._singles(appends, snapshots):
+            try:
+                outcomes += self._commit_retrying(single)
+            except Exception as exc:
+                outcomes += self._failed(single, _as_store_error(exc))
+        return outcomes
+
+    def _deliver(self, outcomes: list[Outcome]) -> None:
+        """Resolves the futures on their event loops: one hop per loop per batch."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+        if self._foreign_loops:
+            for outcome in outcomes:
+                by_loop.setdefault(outcome[0].get_loop(), []).append(outcome)
+        elif outcomes and self._loop is not None:
+            by_loop[self._loop] = outcomes
         for loop, loop_outcomes in by_loop.items():
             try:
                 loop.call_soon_threadsafe(resolve_futures, loop_outcomes)
             except RuntimeError:
                 pass  # the caller's loop is gone; nobody is waiting for these
-        return True
 
-    def _commit_retrying(self, appends: list[AppendRequest], snapshots: list[SnapshotRequest]) -> list[_Outcome]:
+    def _commit_retrying(self, batch: Batch) -> list[Outcome]:
         """One batch, retried on a fresh connection while the failure may pass (_retry.py)."""
         tries = self._retry.start("write")
         while True:
             try:
                 conn = self._conn if self._conn is not None else self._connect(False)
                 self._conn = conn
-                outcomes = self._commit(conn, appends, snapshots)
+                outcomes = write_batch(conn, *batch, self._seqs, self._wall_clock)
             except (sqlite3.OperationalError, StoreUnreachable) as exc:
                 if isinstance(exc, sqlite3.OperationalError) and not _transient(exc):
                     raise
@@ -291,66 +229,10 @@ class SqliteSessionLog(QueuedWrites):
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
-        self._data_version = -1  # a new connection counts versions afresh: the seq cache is reread
+        self._seqs.forget()  # a new connection counts versions afresh: the seq cache is reread
         if conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
-
-    def _commit(
-        self, conn: sqlite3.Connection, appends: list[AppendRequest], snapshots: list[SnapshotRequest]
-    ) -> list[tuple[asyncio.Future[list[Event]], list[Event] | BaseException]]:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-            if version != self._data_version:
-                # Another connection committed since our last transaction: cached seqs may be stale.
-                self._last_seq.clear()
-                self._data_version = version
-            refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
-            runs = fenced_runs(appends)
-            if runs:  # fencing: the epoch is read in this transaction, so no takeover can slip in between
-                appends, refused = split_fenced(appends, lease_epochs(conn, runs))
-            deltas = plan_batch(appends)
-            known = self._last_seq
-            unknown = [sid for sid in deltas if sid not in known]
-            base = {sid: known.get(sid, 0) for sid in deltas}
-            for start in range(0, len(unknown), _LOOKUP_CHUNK):
-                chunk = unknown[start : start + _LOOKUP_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                sql = f"SELECT session_id, last_seq FROM fleet_sessions WHERE session_id IN ({marks})"
-                base.update(conn.execute(sql, chunk).fetchall())
-            now = self._wall_clock()
-            inserts = []
-            updates = []
-            for sid, delta in deltas.items():
-                last = base[sid] + delta.count
-                if base[sid] == 0:
-                    inserts.append((sid, delta.kind, delta.run_id, delta.created_state, last, now, now))
-                else:
-                    updates.append((last, now, delta.state, sid))
-            rows, acks = assign(appends, base, now)
-            conn.executemany(_INSERT_EVENT, rows)
-            if inserts:
-                conn.executemany(_INSERT_SESSION, inserts)
-                conn.executemany(_INSERT_INFO, [(row[0], deltas[row[0]].first_text) for row in inserts])
-            if updates:
-                conn.executemany(_UPDATE_SESSION, updates)
-            if snapshots:
-                conn.executemany(_PUT_SNAPSHOT, [(s.key, s.text, now) for s in snapshots])
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        if len(known) > _SEQ_CACHE_LIMIT:
-            known.clear()
-        known.update(base)
-        outcomes: list[tuple[asyncio.Future[list[Event]], list[Event] | BaseException]] = [
-            (request.future, events) for request, events in acks
-        ]
-        outcomes += [(s.future, []) for s in snapshots]
-        outcomes.extend(refused)
-        return outcomes
 
     # -- leases (lease.py) ---------------------------------------------------------------------
 

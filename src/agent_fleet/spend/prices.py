@@ -209,6 +209,7 @@ class PriceTable:
     context_windows: dict[str, int] = field(default_factory=dict)  # model -> its context window (fleet.yaml)
     _cache: dict[str, Rates] = field(default_factory=dict, repr=False)
     _limits: dict[str, int] = field(default_factory=dict, repr=False)
+    _windows: dict[str, int | None] = field(default_factory=dict, repr=False)  # genai-prices', looked up once
 
     def rates(self, model: str) -> Rates:
         found = self._cache.get(model)
@@ -239,4 +240,10 @@ class PriceTable:
 
     def context_window(self, model: str) -> int:
         """The most tokens (prompt plus output) one request to ``model`` may hold (the module docstring)."""
-        return self.context_windows.get(model) or _context_window(model) or DEFAULT_CONTEXT_WINDOW
+        # Asked on every request a session sends (context care): the table's lookup is kept per model.
+        found = self.context_windows.get(model)
+        if found:
+            return found
+        if model not in self._windows:
+            self._windows[model] = _context_window(model)
+        return self._windows[model] or DEFAULT_CONTEXT_WINDOW

@@ -141,10 +141,13 @@ def token_refusal(fmt: str) -> web.Response:
     return error_response(fmt, 401, "authentication_error", "invalid or missing gateway token", headers)
 
 
-def budget_refusal(fmt: str, message: str) -> web.Response:
+def budget_refusal(fmt: str, message: str, *, scope: str | None = None) -> web.Response:
     """402, typed by both SDKs (anthropic ``PaymentRequiredError``; openai status 402, code
-    ``budget_exceeded``) and marked not to be retried: only a budget raise lets the call through."""
+    ``budget_exceeded``) and marked not to be retried: only a budget raise lets the call through.
+    ``x-fleet-budget-scope`` names the account that refused (the engine's remote harness reads it)."""
     headers = {"x-should-retry": "false"}
+    if scope:
+        headers["x-fleet-budget-scope"] = str(scope)
     if fmt == "anthropic":
         return error_response(fmt, 402, "billing_error", message, headers)
     return error_response(fmt, 402, "budget_exceeded", message, headers, code="budget_exceeded")
@@ -225,7 +228,7 @@ class ModelProxy:
         except BudgetExhausted as exc:
             outcome.update(outcome="budget_exhausted", scope=exc.scope, message=str(exc))
             await self._notify(call)
-            return budget_refusal(fmt, str(exc))
+            return budget_refusal(fmt, str(exc), scope=exc.scope)
         except Unsupported as exc:
             outcome.update(outcome="error", error="Unsupported", message=str(exc))
             await self._notify(call)
@@ -239,6 +242,8 @@ class ModelProxy:
             await self._notify(call)
             raise
         await self._notify(call)
+        if not call.stream and not response.prepared:  # what the call was charged, for a remote harness's log
+            response.headers["x-fleet-cost-usd"] = str(outcome.get("cost_usd", "0"))
         return response
 
     async def _notify(self, call: _Call) -> None:

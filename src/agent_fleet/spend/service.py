@@ -17,6 +17,12 @@ chat calls; ``encoding_format`` ``float`` or ``base64`` (the OpenAI SDK's defaul
 ``input`` is a string or an array of strings. A provider without an embeddings endpoint gets a 400
 naming the fix.
 
+A *harness token* (``fgh-``, :meth:`SessionTokens.issue` with ``harness=True``) is what the engine gives
+its own harness when the harness runs on another machine (the Ray executor): good for the session's
+model calls like any token, and for ``POST /fleet/spent`` ``{usage, cost_usd}``, which seeds what the
+session had spent before (its log's figure, :meth:`Gateway.restore_spent`). CLI agents never get one.
+A budget refusal names its account's scope in ``x-fleet-budget-scope``.
+
 Admin endpoints (``Authorization: Bearer <admin token>``): ``POST /fleet/sessions`` ``{session_id,
 queue?}`` → ``{token}``; ``POST /fleet/budget`` ``{id, tokens?, usd?}``; ``GET /fleet/stats`` (the
 gateway's statistics and ``requests``, the count of proxied requests by outcome).
@@ -33,12 +39,14 @@ import secrets
 import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
 from aiohttp import web
 
 from agent_fleet.app_server import AppServer
 from agent_fleet.domain.errors import error_kind
+from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import BudgetExhausted, ConfigError, ProviderError, ProviderUnreachable
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
 from agent_fleet.spend.proxy import ModelProxy, budget_refusal, error_response, provider_error, token_refusal
@@ -53,30 +61,34 @@ _JSON = "application/json"
 
 
 class SessionTokens:
-    """Per-session bearer tokens: ``fgw-<session id, base64url>.<HMAC-SHA256>``; revocable."""
+    """Per-session bearer tokens: ``fgw-<session id, base64url>.<HMAC-SHA256>``; revocable. Harness
+    tokens (``fgh-``) carry a MAC of their own, so a session token cannot be turned into one."""
 
     def __init__(self, secret: bytes | None = None) -> None:
         self._secret = secret or os.urandom(32)
         self._revoked: set[str] = set()
 
-    def issue(self, session_id: str) -> str:
+    def issue(self, session_id: str, *, harness: bool = False) -> str:
         self._revoked.discard(session_id)
         sid = base64.urlsafe_b64encode(session_id.encode()).decode().rstrip("=")
-        return f"fgw-{sid}.{self._mac(session_id)}"
+        prefix = "fgh" if harness else "fgw"
+        return f"{prefix}-{sid}.{self._mac(session_id, prefix)}"
 
-    def _mac(self, session_id: str) -> str:
-        return hmac.new(self._secret, session_id.encode(), hashlib.sha256).hexdigest()[:40]
+    def _mac(self, session_id: str, prefix: str = "fgw") -> str:
+        text = session_id if prefix == "fgw" else f"{prefix}:{session_id}"
+        return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()[:40]
 
-    def verify(self, token: str) -> str | None:
-        """The session id the token was issued for, or None."""
-        if not token.startswith("fgw-") or "." not in token:
+    def verify(self, token: str, *, harness: bool = False) -> str | None:
+        """The session id the token was issued for, or None; with ``harness``, only a harness token."""
+        prefix = token[:3]
+        if token[3:4] != "-" or "." not in token or prefix not in (("fgh",) if harness else ("fgw", "fgh")):
             return None
         sid, mac = token[4:].rsplit(".", 1)
         try:
             session_id = base64.urlsafe_b64decode(sid + "=" * (-len(sid) % 4)).decode()
         except (ValueError, UnicodeDecodeError):
             return None
-        if not hmac.compare_digest(mac, self._mac(session_id)) or session_id in self._revoked:
+        if not hmac.compare_digest(mac, self._mac(session_id, prefix)) or session_id in self._revoked:
             return None
         return session_id
 
@@ -127,6 +139,7 @@ class GatewayService:
         app.router.add_get("/healthz", self._health)
         app.router.add_post("/fleet/sessions", self._issue)
         app.router.add_post("/fleet/budget", self._budget)
+        app.router.add_post("/fleet/spent", self._spent)
         app.router.add_get("/fleet/stats", self._stats)
         return app
 
@@ -202,7 +215,7 @@ class GatewayService:
         except BudgetExhausted as exc:
             outcome.update(outcome="budget_exhausted", scope=exc.scope, message=str(exc))
             await self.notify(session_id, outcome)
-            return budget_refusal("openai", str(exc))
+            return budget_refusal("openai", str(exc), scope=exc.scope)
         except ConfigError as exc:
             outcome.update(outcome="error", error=type(exc).__name__, message=str(exc))
             await self.notify(session_id, outcome)
@@ -295,6 +308,23 @@ class GatewayService:
         except (ValueError, ArithmeticError):
             return error_response("openai", 400, "invalid_request_error", "tokens must be a whole number, usd a number")
         return web.json_response({"id": target, "applied": {k: body[k] for k in ("tokens", "usd") if k in body}})
+
+    async def _spent(self, request: web.Request) -> web.Response:
+        """What a session had spent before (its log's figure), from its harness on another machine."""
+        auth = request.headers.get("Authorization", "")
+        session_id = self.tokens.verify(auth[7:].strip(), harness=True) if auth[:7].lower() == "bearer " else None
+        if session_id is None:
+            return error_response("openai", 401, "authentication_error", "a harness token is required")
+        try:
+            body = json.loads(await request.read())
+            usage = Usage.from_dict(body["usage"])
+            cost = Decimal(str(body["cost_usd"]))
+            if not cost.is_finite() or cost < 0 or min(usage.to_dict().values()) < 0:
+                raise ValueError
+        except (ValueError, TypeError, KeyError, ArithmeticError):
+            return error_response("openai", 400, "invalid_request_error", "expected {usage, cost_usd}")
+        self.gateway.restore_spent(session_id, usage, cost)
+        return web.json_response({"session_id": session_id, "restored": True})
 
     async def _stats(self, request: web.Request) -> web.Response:
         if not self._is_admin(request):

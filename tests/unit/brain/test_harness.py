@@ -333,3 +333,39 @@ async def test_a_request_that_never_became_durable_is_sent_as_a_fresh_call(log: 
     assert [e.data["turn"] for e in evs if e.type == EventType.MODEL_REQUEST] == [1, 2, 3]
     assert [e.type for e in evs][1] == "session_started"  # it had never started, as far as the log knows
     assert [turn_of(r) for r in gw.requests] == [1, 1, 2, 3]
+
+
+async def appends_of_a_session(log: SessionLog, repo: Path, script: Script) -> tuple[str, list[list[str]]]:
+    """Run a session to its end; its id and the event types of each append it made."""
+    sid = await create(log, partition())
+    held = HeldLog(log)
+    held.release.set()
+    hands = FakeHands(inner=PartitionFiles(repo, ("a.py", "b.py")))
+    out = await Harness(log=held, gateway=scripted(script), hands=hands).run(sid)
+    assert out.outcome is Outcome.COMPLETED
+    return sid, held.appends
+
+
+async def test_a_finish_that_ends_its_turn_is_recorded_with_the_completion_in_one_append(
+    log: SessionLog, repo: Path
+) -> None:
+    sid, appends = await appends_of_a_session(log, repo, dir_script)
+    assert appends[-1] == ["tool_call", "tool_result", "session_completed"]
+    done = [e for e in await log.get_events(sid) if e.type == EventType.SESSION_COMPLETED]
+    assert [e.data for e in done] == [{"summary": "done", "results": 2}]
+
+
+async def test_a_finish_before_other_calls_of_its_turn_completes_after_them(log: SessionLog, repo: Path) -> None:
+    def script(request: ChatRequest) -> ChatResponse:
+        items = [{"title": "t", "body": "late finding"}]
+        calls = (call("finish", {"summary": "done"}, "c1"), call("submit_result", {"items": items}, "c2"))
+        return ChatResponse(None, calls, Usage(10, 1))
+
+    sid, appends = await appends_of_a_session(log, repo, script)
+    assert appends[-3:] == [
+        ["tool_call", "tool_result"],
+        ["tool_call", "result_item", "tool_result"],
+        ["session_completed"],
+    ]
+    done = [e.data for e in await log.get_events(sid) if e.type == EventType.SESSION_COMPLETED]
+    assert done == [{"summary": "done", "results": 1}]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from agent_fleet.domain.events import Event, EventType, SessionState
 from agent_fleet.errors import StoreError
-from agent_fleet.session._codec import AppendRequest, assign, decode_data, encode_data, plan_batch
+from agent_fleet.session._codec import AppendRequest, assign, decode_data, encode_data, make_event, plan_batch
 
 
 def test_encode_data_is_compact_json_and_a_copy() -> None:
@@ -96,9 +97,20 @@ async def test_assign_numbers_each_session_from_its_base_in_queue_order() -> Non
     rows, acks = assign(requests, base, 12.5)
     assert [(r[0], r[1], r[2]) for r in rows] == [("a", 6, "x"), ("a", 7, "y"), ("b", 1, "x"), ("a", 8, "z")]
     assert base == {"a": 8, "b": 1}
-    assert [[(e.session_id, e.seq, e.time) for e in events] for _, events in acks] == [
+    assert [[(e.session_id, e.seq, e.time) for e in events] for _, events in acks] == [  # type: ignore[union-attr]
         [("a", 6, 12.5), ("a", 7, 12.5)],
         [("b", 1, 12.5)],
         [("a", 8, 12.5)],
     ]
-    assert [request for request, _ in acks] == requests
+    assert [future for future, _ in acks] == [request.future for request in requests]
+
+
+def test_make_event_builds_the_same_frozen_event_as_the_constructor() -> None:
+    data = {"k": [1, 2]}
+    made = make_event("run-1.s00001", 7, "tool_result", 12.5, data)
+    assert type(made) is Event
+    assert made == Event("run-1.s00001", 7, "tool_result", 12.5, data)
+    assert (made.session_id, made.seq, made.type, made.time) == ("run-1.s00001", 7, "tool_result", 12.5)
+    assert made.data is data
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.seq = 8  # type: ignore[misc]

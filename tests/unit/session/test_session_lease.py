@@ -10,7 +10,7 @@ import pytest
 from agent_fleet.clock import VirtualClock
 from agent_fleet.errors import LeaseLost, RunOwned
 from agent_fleet.session import SessionLog
-from agent_fleet.session.lease import Lease, LeaseKeeper, LeaseOwner, claim
+from agent_fleet.session.lease import Lease, LeaseKeeper, LeaseOwner, attempt_fence, bump_attempt_fence, claim
 from agent_fleet.session.memory import MemorySessionLog, MemoryStore
 
 OpenLog = Callable[[], Awaitable[SessionLog]]
@@ -182,3 +182,36 @@ async def test_a_waiter_waits_while_the_owner_beats_and_takes_it_when_given_back
                 second, RUN, owner=B, ttl=30.0, clock=clock, wall=clock.now, alive=_alive, wait=True
             )
         assert waiter.lease == Lease(RUN, 2, B, 100.0, 130.0)  # the first poll after the release (1 s polls)
+
+
+# -- attempt fences (attempts on other machines) ----------------------------------------------------
+
+
+async def test_a_lost_attempt_cannot_append_after_the_session_moved_on(open_log: OpenLog) -> None:
+    driver, node_a, node_b = await open_log(), await open_log(), await open_log()
+    sid = f"{RUN}.s00001"
+    await driver.emit_event(sid, "session_created", {"run_id": RUN})
+    first = await bump_attempt_fence(driver, sid, A, now=1.0)  # type: ignore[arg-type]
+
+    async def write_as(log: SessionLog, epoch: int, n: str) -> object:
+        token = attempt_fence.set(epoch)
+        try:
+            return await log.emit_event(sid, "model_request", {"n": n})
+        except LeaseLost as exc:
+            return exc
+        finally:
+            attempt_fence.reset(token)
+
+    assert getattr(await write_as(node_a, first, "a1"), "seq", None) == 2
+    second = await bump_attempt_fence(driver, sid, B, now=2.0)  # node A declared lost: B takes the session
+    assert (first, second) == (1, 2)
+    zombie, fresh, unfenced = await asyncio.gather(
+        write_as(node_a, first, "late"), write_as(node_b, second, "b1"), node_a.emit_event(f"{RUN}.s00002", "x", {})
+    )
+    assert isinstance(zombie, LeaseLost) and zombie.exit_code == 5
+    assert "taken over by a newer attempt (attempt fence 2, this attempt held 1)" in str(zombie)
+    assert getattr(fresh, "seq", None) == 3 and getattr(unfenced, "seq", None) == 1
+    # an attempt given a fence that was never taken writes nothing either
+    assert isinstance(await write_as(node_b, 7, "forged"), LeaseLost)
+    events = await driver.get_events(sid)
+    assert [(e.seq, e.data.get("n")) for e in events] == [(1, None), (2, "a1"), (3, "b1")]

@@ -20,7 +20,7 @@ from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import ConfigError
 from agent_fleet.spend.providers._base import HttpProvider
-from agent_fleet.spend.providers._wire import answer_of
+from agent_fleet.spend.providers._wire import answer_of, dump_json
 
 __all__ = [
     "AnthropicProvider",
@@ -274,7 +274,7 @@ class AnthropicProvider(HttpProvider):
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
-        payload = json.dumps(anthropic_body(request, model)).encode()
+        payload = dump_json(anthropic_body(request, model))
         body = await self._post_json(self.raw_path, payload, model)
         return anthropic_response(answer_of(self.host, body, api="an Anthropic Messages", key="content"), model)
 

@@ -1,7 +1,7 @@
 """OpenAI chat completions (and every server that speaks its wire format).
 
-Per-call work is kept to plain dicts and one ``json.dumps``/``json.loads``: no pydantic models,
-no SDK, one shared :class:`httpx.AsyncClient` sized to the concurrency.
+Per-call work is kept to plain dicts and one JSON encode and decode (orjson, ``_wire.dump_json`` and
+``load_json``): no pydantic models, no SDK, one connection pool sized to the concurrency (``_fast``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall, ToolSp
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import MalformedResponse
 from agent_fleet.spend.providers._base import HttpProvider, ProviderOptions
-from agent_fleet.spend.providers._wire import answer_of
+from agent_fleet.spend.providers._wire import answer_of, dump_json, load_json
 
 __all__ = [
     "MAX_EMBEDDING_BATCH",
@@ -167,9 +167,10 @@ class OpenAIProvider(HttpProvider):
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         model = request.model or self.model
-        payload = json.dumps(openai_body(request, model, max_tokens_field=self._max_field)).encode()
+        payload = dump_json(openai_body(request, model, max_tokens_field=self._max_field))
         body = await self._post_json(self.raw_path, payload, model)
-        return openai_response(answer_of(self.host, body, api="an OpenAI chat completion", key="choices"), model)
+        answer = answer_of(self.host, body, api="an OpenAI chat completion", key="choices", loads=load_json)
+        return openai_response(answer, model)
 
     async def embed(
         self, texts: Sequence[str], model: str, *, dimensions: int | None = None
