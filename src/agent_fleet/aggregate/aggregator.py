@@ -33,7 +33,7 @@ from typing import Any
 from agent_fleet.aggregate.cache import EmbeddingCache
 from agent_fleet.aggregate.categorize import CategoryNamer, assign_categories
 from agent_fleet.aggregate.embedders import Embedder, SyncEmbedder
-from agent_fleet.aggregate.index import LeaderIndex, make_index
+from agent_fleet.aggregate.index import Assignment, LeaderIndex, make_index
 from agent_fleet.aggregate.scope import DedupScope, scope_key
 from agent_fleet.aggregate.text import content_hash, embedding_text, full_text, rank_key, raw_hash
 from agent_fleet.aggregate.vectors import Vector
@@ -172,6 +172,7 @@ class Aggregator:
         self._stream_index: dict[str, tuple[LeaderIndex, list[int]]] = {}  # scope key -> index, its items
         self._final: list[ResultItem] | None = None
         self._final_clusters: _Clusters | None = None
+        self._scope_passes: dict[str, tuple[tuple[int, ...], list[Assignment]]] = {}  # see _scope_pass
         self._embedded = 0
         self._cache_hits = 0
         self._lock = asyncio.Lock()
@@ -319,8 +320,8 @@ class Aggregator:
         for i in sorted(head.values(), key=keys.__getitem__):
             by_scope.setdefault(self._scope_of(self._items[i]), []).append(i)
         cl = _Clusters([0] * n, [1.0] * n, [None] * n)
-        for order in by_scope.values():
-            assigned = self._new_index().assign([self._vectors[self._hashes[i]] for i in order])
+        for scope, order in by_scope.items():
+            assigned = self._scope_pass(scope, order)
             for pos, a in enumerate(assigned):
                 i = order[pos]
                 cl.leader[i] = order[a.leader]
@@ -332,6 +333,26 @@ class Aggregator:
                 cl.similarity[i] = cl.similarity[h_head]
                 cl.exact_of[i] = h_head
         return cl
+
+    def _scope_pass(self, scope: str, order: list[int]) -> list[Assignment]:
+        """One scope's heads clustered in rank order. Kept: a later pass redoes only the scopes whose
+        heads changed (the same heads in the same order cluster the same way)."""
+        heads = tuple(order)
+        kept = self._scope_passes.get(scope)
+        if kept is not None and kept[0] == heads:
+            return kept[1]
+        assigned = self._new_index().assign([self._vectors[self._hashes[i]] for i in order])
+        self._scope_passes[scope] = (heads, assigned)
+        return assigned
+
+    async def prepare_final(self) -> None:
+        """The final pass over the results so far, nothing made final: a later :meth:`finalize` redoes
+        only the scopes whose results changed since (a run does this while its last sessions run).
+        Nothing to do when every result shares one scope: that pass is redone whole anyway."""
+        if self.config.scope == DedupScope.GLOBAL:
+            return
+        async with self._lock:
+            await asyncio.to_thread(self._final_pass)
 
     async def finalize(self, *, namer: CategoryNamer | None = None) -> list[ResultItem]:
         """Re-cluster in rank order (no embedding), categorise, and return the representatives.
@@ -456,6 +477,10 @@ class Aggregator:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def __contains__(self, result_id: object) -> bool:
+        """Whether a result of that id has been added."""
+        return result_id in self._by_id
 
     def __repr__(self) -> str:
         s = self.stats()
