@@ -31,28 +31,44 @@ work for the same batches on its own, statement by statement.
 Where the time goes (1,000 sessions x 50 events, CPU per event; a shared 2-core host, so the
 figures wander by 10-20 %):
 
-* SQLite, event-loop thread, ~6 us: asyncio waking each waiting task and the benchmark's own
-  loop ~2, the JSON encoding of the event ~1.4, the log's request path (checks, the request and
-  its future, the hand-over to the writer, resolving the future) ~2.5.
-* SQLite, writer thread, ~7.5 us: the event rows ~2, the projection upsert ~1.6, ``COMMIT`` ~1.3
-  (the WAL pages a batch dirtied: with 1,000 sessions interleaved every commit rewrites most leaf
-  pages of the ``(session_id, seq)`` index; the baseline pays that too), Python (planning the
-  batch, binding its rows, building the acknowledged events) ~2.5. The baseline spends ~3 us per
-  event, all of it in SQLite.
-* PostgreSQL, event-loop thread (the writer is a task on it), ~12 us: the same request path,
-  planning, asyncpg encoding the projection's arrays (it checks every element against
-  ``collections.abc``, ~1.3 us per session) and the ``COPY`` rows; each 1,000-event batch then
-  waits ~35 ms for the server (``BEGIN``, the reserving upsert ~10 ms, ``COPY`` ~15 ms, ``COMMIT``
-  with its WAL flush ~7 ms), which shares the same two cores.
+* SQLite, event-loop thread, ~4.3 us: asyncio waking each waiting task and the benchmark's own
+  loop ~2, the log's request path (checks, the request and its future, the hand-over to the
+  writer, resolving the future) ~1.7, the JSON text of the event ~0.5 (orjson: see ``_codec``).
+* SQLite, writer thread, ~4 us: the event rows ~1.8, ``COMMIT`` ~0.7-1 (the WAL pages a batch
+  dirtied: with 1,000 sessions interleaved every commit rewrites most leaf pages of the
+  ``(session_id, seq)`` index; the baseline pays that too), the projection ~0 (it is written only
+  when a session is created or changes state), Python (numbering the batch, its rows, the
+  acknowledged events) ~1.2. The baseline spends ~2.5-3 us per event, all of it in SQLite.
+* PostgreSQL, event-loop thread (the writer is a task on it), ~6-7 us: the same request path,
+  numbering the batch and the ``COPY`` rows; each 1,000-event batch then waits ~17 ms for the
+  server (``BEGIN``, ``COPY`` ~6-9 ms, ``COMMIT`` with its WAL flush ~7 ms), which shares the
+  same two cores. A batch reads nothing first: each session's last ``seq`` is the writer's own.
+* Through an attempt's wrappers (the engine's path: its ``WatchedLog`` over the engine's
+  ``TappedLog``), ~8-9 us more per event on either backend: three futures and three turns of the
+  loop per append (the store's acknowledgement, the listener's relay, the attempt's own wait).
+
+What changed it (CPU per event of the SQLite ``emit_event`` run, medians of interleaved runs on
+this host; before: ~12.5 us SQLite, ~11 us PostgreSQL): ``emit_event`` a plain method returning
+its future, no coroutine per append (~-0.5; through the wrappers ~-5, 21 -> 16 us, no task per
+write in ``WatchedLog``); the projection row written only when it changes, ``last_seq`` and
+``updated_at`` read from the newest event (schema version 2) and, on PostgreSQL, seqs numbered
+from the writer's cache instead of a reserving upsert per batch (~-3 SQLite, ~-4 PostgreSQL);
+orjson for flat event data, byte for byte json's text (~-0.7). Measured and not kept: inlining the
+hand-over into ``emit_event`` (no change); orjson for every dict (no faster than the flat case
+here, and it spells some floats differently and writes enum members and UUIDs that json refuses).
+Figures measured after the changes (12 runs, load average 4-5): ``emit_event`` 0.35x on SQLite
+(0.41x in 12 runs interleaved with the code before, which gave 0.26x), 0.68x on PostgreSQL
+(0.81x interleaved, before 0.53x).
 
 Which limit binds. In this workload every session waits for its acknowledgement before its next
 event: while the writer commits a batch the loop has nothing to do, and while the loop wakes the
 sessions and takes their next events the writer has nothing to commit. The two threads take
-turns (and their Python shares one GIL), so an event costs the sum of both threads' CPU, ~13 us
-on SQLite, against the baseline's ~3 us of CPU (4-10 us of wall time): 0.2-0.3x measured on a
-shared host. A loaded host widens the gap: the baseline is one short single-threaded burst, while
-a run hands work between two threads a hundred times, each hand-over waiting for a core.
-Splitting each batch in two so that one half commits while the loop wakes the other was measured
+turns (and their Python shares one GIL), so an event costs the sum of both threads' CPU, ~8 us
+on SQLite, against the baseline's ~2.5 us of CPU (4-7 us of wall time). What is left is mostly
+asyncio's own cost per waiting task and the SQLite work the baseline does too. A loaded host
+widens the gap: the baseline is one short single-threaded burst, while a run hands work between
+two threads a hundred times, each hand-over waiting for a core. Splitting each batch in two so
+that one half commits while the loop wakes the other was measured in the first round
 (``max_batch_events`` 500 and 334 for 1,000 sessions, GIL switch interval 5 ms and 0.5 ms): more
 commits and more CPU, no faster. On PostgreSQL the server's time per batch binds, with the loop's
 CPU beside it.

@@ -4,6 +4,10 @@ Lifecycle. ``open`` once (``async with`` opens and closes); a closed store is no
 ``close`` hands the writer everything queued before it and returns once all of it is committed
 and acknowledged.
 
+Appends. ``emit_event`` and ``emit_events`` are plain methods: each checks and encodes its events,
+queues the request and returns the future of its acknowledgement, which the caller awaits (no
+coroutine or task per append; a bad append fails the future, as the coroutine's await did).
+
 Group commit. Callers' appends collect in a list during one turn of the event loop; at the end
 of the turn (a ``call_soon`` callback, so after every task that turn woke) the list goes to the
 writer in one piece. The writer (a thread for SQLite, a task for PostgreSQL) drains what it has
