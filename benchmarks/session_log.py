@@ -34,11 +34,10 @@ figures wander by 10-20 %):
 * SQLite, event-loop thread, ~4.3 us: asyncio waking each waiting task and the benchmark's own
   loop ~2, the log's request path (checks, the request and its future, the hand-over to the
   writer, resolving the future) ~1.7, the JSON text of the event ~0.5 (orjson: see ``_codec``).
-* SQLite, writer thread, ~4 us: the event rows ~1.8, ``COMMIT`` ~0.7-1 (the WAL pages a batch
-  dirtied: with 1,000 sessions interleaved every commit rewrites most leaf pages of the
-  ``(session_id, seq)`` index; the baseline pays that too), the projection ~0 (it is written only
-  when a session is created or changes state), Python (numbering the batch, its rows, the
-  acknowledged events) ~1.2. The baseline spends ~2.5-3 us per event, all of it in SQLite.
+* SQLite, writer thread, ~4 us: the event rows ~1.8, ``COMMIT`` ~0.7-1 (with 1,000 sessions
+  interleaved each commit rewrites most leaf pages of the ``(session_id, seq)`` index, as the
+  baseline's does), the projection ~0 (written when a session is created or changes state),
+  Python (numbering the batch, the acknowledged events) ~1.2. The baseline: ~2.5-3 us, in SQLite.
 * PostgreSQL, event-loop thread (the writer is a task on it), ~6-7 us: the same request path,
   numbering the batch and the ``COPY`` rows; each 1,000-event batch then waits ~17 ms for the
   server (``BEGIN``, ``COPY`` ~6-9 ms, ``COMMIT`` with its WAL flush ~7 ms), which shares the
@@ -47,31 +46,25 @@ figures wander by 10-20 %):
   ``TappedLog``), ~8-9 us more per event on either backend: three futures and three turns of the
   loop per append (the store's acknowledgement, the listener's relay, the attempt's own wait).
 
-What changed it (CPU per event of the SQLite ``emit_event`` run, medians of interleaved runs on
-this host; before: ~12.5 us SQLite, ~11 us PostgreSQL): ``emit_event`` a plain method returning
-its future, no coroutine per append (~-0.5; through the wrappers ~-5, 21 -> 16 us, no task per
-write in ``WatchedLog``); the projection row written only when it changes, ``last_seq`` and
-``updated_at`` read from the newest event (schema version 2) and, on PostgreSQL, seqs numbered
-from the writer's cache instead of a reserving upsert per batch (~-3 SQLite, ~-4 PostgreSQL);
-orjson for flat event data, byte for byte json's text (~-0.7). Measured and not kept: inlining the
-hand-over into ``emit_event`` (no change); orjson for every dict (no faster than the flat case
-here, and it spells some floats differently and writes enum members and UUIDs that json refuses).
-Figures measured after the changes (12 runs, load average 4-5): ``emit_event`` 0.35x on SQLite
-(0.41x in 12 runs interleaved with the code before, which gave 0.26x), 0.68x on PostgreSQL
-(0.81x interleaved, before 0.53x).
+What changed it (CPU per event of ``emit_event``, interleaved runs; before ~12.5 us on SQLite,
+~11 on PostgreSQL): appends are plain methods returning their future (~-0.5; through the
+wrappers 21 -> 16 us); the projection row is written only when it changes, ``last_seq`` and
+``updated_at`` are read from the newest event (schema version 2), and PostgreSQL numbers a batch
+from the writer's cache of last seqs instead of a reserving upsert (~-3 SQLite, ~-4 PostgreSQL);
+orjson for flat event data, byte for byte json's text (~-0.7). Tried and dropped: inlining the
+hand-over (no change); orjson for every dict (no faster here; it spells some floats otherwise
+and writes enums and UUIDs json refuses). After (12 runs, load 4-5): ``emit_event`` 0.35x on
+SQLite (0.41x interleaved with the code before, which gave 0.26x), 0.68x on PostgreSQL (0.81x
+interleaved, before 0.53x).
 
-Which limit binds. In this workload every session waits for its acknowledgement before its next
-event: while the writer commits a batch the loop has nothing to do, and while the loop wakes the
-sessions and takes their next events the writer has nothing to commit. The two threads take
-turns (and their Python shares one GIL), so an event costs the sum of both threads' CPU, ~8 us
-on SQLite, against the baseline's ~2.5 us of CPU (4-7 us of wall time). What is left is mostly
-asyncio's own cost per waiting task and the SQLite work the baseline does too. A loaded host
-widens the gap: the baseline is one short single-threaded burst, while a run hands work between
-two threads a hundred times, each hand-over waiting for a core. Splitting each batch in two so
-that one half commits while the loop wakes the other was measured in the first round
-(``max_batch_events`` 500 and 334 for 1,000 sessions, GIL switch interval 5 ms and 0.5 ms): more
-commits and more CPU, no faster. On PostgreSQL the server's time per batch binds, with the loop's
-CPU beside it.
+Which limit binds. Every session waits for its acknowledgement before its next event, so the
+loop and the writer take turns (and share one GIL): an event costs the sum of both threads' CPU,
+~8 us on SQLite against the baseline's ~2.5 us (4-7 us of wall time); what is left is mostly
+asyncio's own cost per waiting task and SQLite work the baseline does too. A loaded host widens
+the gap: the baseline is one short single-threaded burst, a run hands work between two threads a
+hundred times, each hand-over waiting for a core. Splitting each batch in two, so that one half
+commits while the loop wakes the other, was measured in the first round: more commits and CPU,
+no faster. On PostgreSQL the server's time per batch binds, with the loop's CPU beside it.
 
 Also printed: waking every session at once (a run's start, a wave after a crash) through ``wake``,
 which reads the wakes asked for together in one snapshot, against the same sessions read one by
@@ -149,14 +142,14 @@ async def wakes(log: SessionLog, sessions: int) -> tuple[Figure, Figure]:
     return batched, baseline
 
 
-async def through_api(
-    store: SessionLog, sessions: int, events: int, batch: int, view: Callable[[SessionLog], SessionLog] | None = None
-) -> Figure:
-    """Every session appends through ``store``, or through its own ``view(store)`` (an attempt's wrappers)."""
+async def through_api(store: SessionLog, sessions: int, events: int, batch: int, attempts: bool = False) -> Figure:
+    """Every session appends to ``store``; with ``attempts``, as an engine's attempt does: through a
+    WatchedLog of its own over the engine's TappedLog."""
+    tapped = TappedLog(store, lambda events: None) if attempts else None
 
     async def agent(s: int) -> None:
         sid = session_id(s)
-        log = store if view is None else view(store)
+        log = store if tapped is None else WatchedLog(tapped, Progress())
         await log.emit_event(sid, EventType.SESSION_CREATED, {"run_id": "run-0192abcdef01", "index": s})
         if batch == 1:
             for i in range(events - 1):
@@ -174,12 +167,6 @@ async def through_api(
     last = await store.get_session(session_id(sessions - 1))
     assert last is not None and last.last_seq == events, "benchmark lost events"
     return figure
-
-
-def attempt_view(store: SessionLog) -> Callable[[SessionLog], SessionLog]:
-    """What an engine's attempt appends through: its own WatchedLog over the engine's TappedLog."""
-    tapped = TappedLog(store, lambda events: None)
-    return lambda _: WatchedLog(tapped, Progress())
 
 
 def batches(sessions: int, events: int) -> list[list[Row]]:
@@ -286,7 +273,7 @@ async def run_once(name: str, args: argparse.Namespace) -> dict[str, Figure]:
             lambda log: through_api(log, args.sessions, args.events, args.batch)
         )
         figures["emit_event, through an attempt's wrappers"] = await fresh(
-            lambda log: through_api(log, args.sessions, args.events, 1, attempt_view(log))
+            lambda log: through_api(log, args.sessions, args.events, 1, attempts=True)
         )
         if name == "sqlite":
             # fsync on every commit: survives power loss, not only kill -9; its baseline fsyncs too.
@@ -404,23 +391,19 @@ class _TimedConnection:
         self._conn, self.cpu = conn, dict.fromkeys(("events", "sessions", "commit", "other"), 0.0)
         self.in_transaction = False
 
-    def _kind(self, sql: str) -> str:
-        return next((k for k, word in _KINDS if word in sql), "other")
-
-    def execute(self, sql: str, *args: Any) -> Any:
+    def _timed(self, run: Callable[..., Any], sql: str, *args: Any) -> Any:
         started = time.thread_time()
         try:
-            return self._conn.execute(sql, *args)
+            return run(sql, *args)
         finally:
-            self.cpu[self._kind(sql)] += time.thread_time() - started
+            self.cpu[next((k for k, word in _KINDS if word in sql), "other")] += time.thread_time() - started
             self.in_transaction = self._conn.in_transaction
 
+    def execute(self, sql: str, *args: Any) -> Any:
+        return self._timed(self._conn.execute, sql, *args)
+
     def executemany(self, sql: str, rows: Any) -> Any:
-        started = time.thread_time()
-        try:
-            return self._conn.executemany(sql, rows)
-        finally:
-            self.cpu[self._kind(sql)] += time.thread_time() - started
+        return self._timed(self._conn.executemany, sql, rows)
 
     def getlimit(self, category: int) -> int:
         return self._conn.getlimit(category)
