@@ -53,9 +53,9 @@ wrappers 21 -> 16 us); the projection row is written only when it changes, ``las
 from the writer's cache of last seqs instead of a reserving upsert (~-3 SQLite, ~-4 PostgreSQL);
 orjson for flat event data, byte for byte json's text (~-0.7). Tried and dropped: inlining the
 hand-over (no change); orjson for every dict (no faster here; it spells some floats otherwise
-and writes enums and UUIDs json refuses). After (12 runs, load 4-5): ``emit_event`` 0.35x on
-SQLite (0.41x interleaved with the code before, which gave 0.26x), 0.68x on PostgreSQL (0.81x
-interleaved, before 0.53x).
+and writes enums and UUIDs json refuses). After (two sets of 12 runs, load average 4-5.5):
+``emit_event`` 0.33-0.35x on SQLite (0.41x interleaved with the code before, which gave 0.26x),
+0.63-0.68x on PostgreSQL (0.81x interleaved, before 0.53x).
 
 Which limit binds. Every session waits for its acknowledgement before its next event, so the
 loop and the writer take turns (and share one GIL): an event costs the sum of both threads' CPU,
