@@ -170,19 +170,10 @@ def parse_objects(items: Sequence[Any]) -> KueueObjects:
         cohorts=cohorts,
         priority_classes=classes,
         namespaces=namespaces,
-        warnings=(),
+        fair_sharing=fair_sharing,
     )
     _check_references(objects, warnings)
-    return KueueObjects(
-        flavors=flavors,
-        cluster_queues=cqs,
-        local_queues=lqs,
-        cohorts=cohorts,
-        priority_classes=classes,
-        namespaces=namespaces,
-        fair_sharing=fair_sharing,
-        warnings=tuple(warnings),
-    )
+    return replace(objects, warnings=tuple(warnings))
 
 
 def _put(table: dict[str, Any], key: str, value: Any, ctx: FieldContext) -> None:
