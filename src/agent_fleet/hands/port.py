@@ -33,12 +33,12 @@ __all__ = [
     "CliAgent",
     "CliOutcome",
     "CliState",
+    "CommandOptions",
     "CompletedRun",
     "GatewayAccess",
     "Hands",
     "ProvisionOptions",
     "ResourceSpec",
-    "RunOptions",
     "Sandbox",
     "SandboxProvider",
     "SandboxState",
@@ -99,7 +99,7 @@ class CompletedRun:
         return "\n".join(p for p in parts if p)
 
 
-class RunOptions(TypedDict, total=False):
+class CommandOptions(TypedDict, total=False):
     """How :meth:`Sandbox.run` runs a command (each optional): the keywords an implementation takes,
     and a wrapper passes on as they came."""
 
@@ -116,7 +116,7 @@ class Sandbox(Protocol):
     @property
     def state(self) -> SandboxState: ...
 
-    async def run(self, command: str | Sequence[str], **options: Unpack[RunOptions]) -> CompletedRun: ...
+    async def run(self, command: str | Sequence[str], **options: Unpack[CommandOptions]) -> CompletedRun: ...
 
     def kill_processes(self) -> list[int]:
         """Kill every process of this sandbox now, as when its host dies; returns their pids."""

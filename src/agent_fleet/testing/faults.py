@@ -25,10 +25,10 @@ from agent_fleet.dispatch.port import Lease
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.errors import FleetError
 from agent_fleet.hands.port import (
+    CommandOptions,
     CompletedRun,
     ProvisionOptions,
     ResourceSpec,
-    RunOptions,
     Sandbox,
     SandboxProvider,
     SandboxState,
@@ -160,7 +160,7 @@ class _FaultySandbox:
     def state(self) -> SandboxState:
         return self._box.state
 
-    async def run(self, command: str | Sequence[str], **options: Unpack[RunOptions]) -> CompletedRun:
+    async def run(self, command: str | Sequence[str], **options: Unpack[CommandOptions]) -> CompletedRun:
         if not self._owner.doomed(self.session_id):
             return await self._box.run(command, **options)
         # The command is under way (a process that would outlive the kill) when the sandbox dies.
