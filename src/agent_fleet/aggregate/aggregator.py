@@ -35,7 +35,7 @@ from agent_fleet.aggregate.categorize import CategoryNamer, assign_categories
 from agent_fleet.aggregate.embedders import Embedder, SyncEmbedder
 from agent_fleet.aggregate.index import LeaderIndex, make_index
 from agent_fleet.aggregate.scope import DedupScope, scope_key
-from agent_fleet.aggregate.text import content_hash, embedding_text, full_text, rank_key, raw_hash
+from agent_fleet.aggregate.text import content_hash, embedding_text, full_text, rank_key, raw_hash, text_hash
 from agent_fleet.aggregate.vectors import Vector
 from agent_fleet.domain.results import ResultItem
 
@@ -162,6 +162,7 @@ class Aggregator:
         self.cache = cache
         self._items: list[ResultItem] = []
         self._hashes: list[str] = []  # content hash: the vector's key
+        self._scopes: list[str] = []  # scope key (aggregate/scope.py)
         self._keys: list[str] = []  # exact-duplicate group within the scope
         self._raws: list[str] = []  # byte-identical text (merges across scope keys)
         self._first_of_hash: dict[str, int] = {}
@@ -198,23 +199,18 @@ class Aggregator:
         """Add results in order; their new texts are embedded in one batch."""
         async with self._lock:
             batch = list(items)
-            fresh: list[ResultItem] = []
-            fresh_ids: set[str] = set()
+            fresh: dict[str, tuple[ResultItem, str, str]] = {}  # id -> the result, its full text, its hash
             for it in batch:
-                if it.id not in self._by_id and it.id not in fresh_ids:
-                    fresh.append(it)
-                    fresh_ids.add(it.id)
-            await self._ensure_vectors(fresh)
-            for it in fresh:
-                self._admit(it)
+                if it.id not in self._by_id and it.id not in fresh:
+                    text = full_text(it)
+                    fresh[it.id] = (it, text, text_hash(text))
+            await self._ensure_vectors({h: embedding_text(it) for it, _, h in fresh.values() if h not in self._vectors})
+            for it, text, h in fresh.values():
+                self._admit(it, text, h)
             return [self._decision(self._stream, self._by_id[it.id]) for it in batch]
 
-    async def _ensure_vectors(self, items: Sequence[ResultItem]) -> None:
-        todo: dict[str, str] = {}
-        for it in items:
-            h = content_hash(it)
-            if h not in self._vectors and h not in todo:
-                todo[h] = embedding_text(it)
+    async def _ensure_vectors(self, todo: dict[str, str]) -> None:
+        """Vectors for the texts of ``todo`` (content hash -> full text): from the cache, else embedded."""
         if not todo:
             return
         if self.cache is not None:
@@ -240,16 +236,17 @@ class Aggregator:
     def _scope_of(self, item: ResultItem) -> str:
         return scope_key(item, self.config.scope)
 
-    def _admit(self, item: ResultItem) -> None:
+    def _admit(self, item: ResultItem, text: str, h: str) -> None:
+        """File a result whose full text is ``text`` and content hash ``h`` (its vector is ready)."""
         self._final = None
         self._final_clusters = None
         idx = len(self._items)
-        h = content_hash(item)
         key = self._scope_of(item)
         exact_key = f"{key}|{h}" if key else h
-        raw = raw_hash(full_text(item))
+        raw = raw_hash(text)
         self._items.append(item)
         self._hashes.append(h)
+        self._scopes.append(key)
         self._keys.append(exact_key)
         self._raws.append(raw)
         self._by_id[item.id] = idx
@@ -317,9 +314,11 @@ class Aggregator:
             head.setdefault(groups[i], i)
         by_scope: dict[str, list[int]] = {}
         for i in sorted(head.values(), key=keys.__getitem__):
-            by_scope.setdefault(self._scope_of(self._items[i]), []).append(i)
-        cl = _Clusters([0] * n, [1.0] * n, [None] * n)
+            by_scope.setdefault(self._scopes[i], []).append(i)
+        cl = _Clusters(list(range(n)), [1.0] * n, [None] * n)
         for order in by_scope.values():
+            if len(order) == 1:
+                continue  # alone in its scope: it leads itself (the pass starts from that)
             assigned = self._new_index().assign([self._vectors[self._hashes[i]] for i in order])
             for pos, a in enumerate(assigned):
                 i = order[pos]
