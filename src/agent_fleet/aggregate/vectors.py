@@ -58,7 +58,8 @@ def dot(a: Vector, b: Vector) -> float:
     if isinstance(a, dict) and isinstance(b, dict):
         # The key intersection, the products and their sum all run in C (in the intersection's order).
         shared = a.keys() & b.keys()
-        return sum(map(mul, map(a.__getitem__, shared), map(b.__getitem__, shared)))
+        total: float = sum(map(mul, map(a.__getitem__, shared), map(b.__getitem__, shared)))
+        return total
     if isinstance(a, dict) or isinstance(b, dict):
         raise TypeError("cannot compare a sparse vector with a dense one")
     return math.fsum(x * y for x, y in zip(a, b, strict=True))

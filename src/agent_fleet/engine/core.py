@@ -439,8 +439,7 @@ class Engine:
         live = self._dedup.pop(run_id, None)
         aggregator = live.aggregator if live is not None else self._aggregator(run_id, options)
         try:
-            await aggregator.add_many(raw)
-            unique = await aggregator.finalize()
+            unique = await aggregator.finalize(more=raw)  # what live dedup has not seen: for this pass only
             agg = aggregator.stats()
             await self.log.put_snapshot(snapshot_key(run_id), agg.to_dict())
             await self.record_embeddings(run_id)
