@@ -161,6 +161,7 @@ class Aggregator:
         self._keys: list[str] = []  # exact-duplicate group within the scope
         self._raws: list[str] = []  # byte-identical text (merges across scope keys)
         self._first_of_hash: dict[str, int] = {}
+        self._first_with_text: dict[str, int] = {}  # content hash -> first result with it: whose text is embedded
         self._first_of_raw: dict[str, int] = {}
         self._by_id: dict[str, int] = {}
         self._vectors: dict[str, Vector] = {}
@@ -198,7 +199,9 @@ class Aggregator:
             fresh = self._fresh(batch)
             late = [i for i in self._unstreamed if self._stream.exact_of[i] is None]
             todo = self._embedding_todo(late)
-            todo.update((h, embedding_text(it)) for it, _, h in fresh if h not in self._vectors)
+            for it, _, h in fresh:  # the first result with a text is the one embedded
+                if h not in self._vectors and h not in todo:
+                    todo[h] = embedding_text(it)
             await self._ensure_vectors(todo)
             self._catch_up()
             for it, text, h in fresh:
@@ -215,12 +218,15 @@ class Aggregator:
         return list(fresh.values())
 
     def _embedding_todo(self, indices: Iterable[int]) -> dict[str, str]:
-        """Content hash -> text to embed, for the results among ``indices`` without a vector yet."""
+        """Content hash -> text to embed, for the results among ``indices`` without a vector yet.
+
+        A hash's vector is always embedded from the first result that came with it (as streaming
+        does): texts equal after normalising may still differ to a model (case, punctuation)."""
         todo: dict[str, str] = {}
         for i in indices:
             h = self._hashes[i]
             if h not in self._vectors and h not in todo:
-                todo[h] = embedding_text(self._items[i])
+                todo[h] = embedding_text(self._items[self._first_with_text[h]])
         return todo
 
     async def _ensure_vectors(self, todo: dict[str, str]) -> None:
@@ -266,6 +272,7 @@ class Aggregator:
         self._keys.append(exact_key)
         self._raws.append(raw)
         self._by_id[item.id] = idx
+        self._first_with_text.setdefault(h, idx)
         twin = self._first_of_hash.get(exact_key)
         if twin is None:
             twin = self._first_of_raw.get(raw)
