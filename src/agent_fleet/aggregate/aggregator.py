@@ -11,7 +11,7 @@ member with no transitive chaining — are met in two passes over the same cache
   descending, then the most complete body, then the earliest) on the vectors already embedded.
   Every member is within the threshold of its representative and the representative is the best
   member, by construction. Nothing is embedded again. The results streaming has not reached when
-  the run ends are given to this pass directly (``finalize(more=...)``): they take no provisional
+  the run ends go to this pass directly (:meth:`Aggregator.extend`): they take no provisional
   decision that the pass would redo at once, and a text is embedded only if a decision compares it
   — a result alone in its scope (one summary of one page) is never embedded.
 
@@ -166,7 +166,7 @@ class Aggregator:
         self._by_id: dict[str, int] = {}
         self._vectors: dict[str, Vector] = {}
         self._stream = Clusters([], [], [])
-        self._unstreamed: list[int] = []  # results added by finalize(more=...): no streaming decision yet
+        self._unstreamed: list[int] = []  # results added by extend(): no streaming decision yet
         self._stream_index: dict[str, tuple[LeaderIndex, list[int]]] = {}  # scope key -> index, its items
         self._final: list[ResultItem] | None = None
         self._final_clusters: Clusters | None = None
@@ -323,21 +323,22 @@ class Aggregator:
 
     # -- final pass --------------------------------------------------------------------------------
 
-    async def finalize(
-        self, *, namer: CategoryNamer | None = None, more: Iterable[ResultItem] = ()
-    ) -> list[ResultItem]:
+    async def extend(self, items: Iterable[ResultItem]) -> None:
+        """Add results for the next :meth:`finalize` only (ids already added are skipped): they take
+        no streaming decision and nothing is embedded for them now. That pass embeds only the texts
+        its decisions compare — of results that share their scope with another text
+        (:mod:`~agent_fleet.aggregate.final_pass`) and of representatives that need a category
+        found. A later :meth:`add_many` takes their streaming decisions first, in the order they came."""
+        async with self._lock:
+            for it, text, h in self._fresh(items):
+                self._admit(it, text, h, stream=False)
+
+    async def finalize(self, *, namer: CategoryNamer | None = None) -> list[ResultItem]:
         """Re-cluster in rank order, categorise, and return the representatives.
 
-        ``more``: results to add first, for this pass only (ids already added are skipped): they
-        take no streaming decision, and only the texts a decision compares are embedded — those of
-        results that share their scope with another text (:mod:`~agent_fleet.aggregate.final_pass`)
-        and of representatives that need a category found. Their streaming decisions are taken by
-        the next :meth:`add_many`, if one comes. Call after the last ``add``; a later ``add`` makes
-        the state provisional again.
+        Call after the last ``add``; a later ``add`` makes the state provisional again.
         """
         async with self._lock:
-            for it, text, h in self._fresh(more):
-                self._admit(it, text, h, stream=False)
             plan = await asyncio.to_thread(plan_final, self._items, self._keys, self._raws, self._scopes)
             await self._ensure_vectors(self._embedding_todo(plan.compared()))
             cl = await asyncio.to_thread(cluster_final, plan, self._vector_at, self._new_index)

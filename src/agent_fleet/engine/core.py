@@ -439,7 +439,8 @@ class Engine:
         live = self._dedup.pop(run_id, None)
         aggregator = live.aggregator if live is not None else self._aggregator(run_id, options)
         try:
-            unique = await aggregator.finalize(more=raw)  # what live dedup has not seen: for this pass only
+            await aggregator.extend(raw)  # what live dedup has not reached: no streaming decision redone at once
+            unique = await aggregator.finalize()
             agg = aggregator.stats()
             await self.log.put_snapshot(snapshot_key(run_id), agg.to_dict())
             await self.record_embeddings(run_id)

@@ -1,5 +1,5 @@
-"""The run's final path (``finalize(more=...)``: no streaming decision for what live dedup did not
-reach, only compared texts embedded, a lone result skipping the index) gives the clusters of the
+"""The run's final path (``extend`` then ``finalize``: no streaming decision for what live dedup did
+not reach, only compared texts embedded, a lone result skipping the index) gives the clusters of the
 path it replaced (every result streamed, every text embedded, then the final pass), on a realistic
 sample: the labelled findings of tests/data/dedup as many sessions report them (light edits, other
 places, other confidences, exact and byte-identical copies, no category for some), beside per-page
@@ -102,7 +102,8 @@ async def final_path(items: list[ResultItem], scope: DedupScope, live: int) -> t
     agg = Aggregator(emb, config=AggregateConfig(scope=scope))
     for start in range(0, live, 256):
         await agg.add_many(items[start : min(live, start + 256)])
-    return view(agg, await agg.finalize(more=items)), emb.seen
+    await agg.extend(items)
+    return view(agg, await agg.finalize()), emb.seen
 
 
 @pytest.mark.parametrize("scope", [DedupScope.GLOBAL, DedupScope.ITEM, DedupScope.NONE])
@@ -136,7 +137,8 @@ async def test_results_streamed_after_the_final_path_decide_as_if_every_result_h
 
     agg = Aggregator(LexicalEmbedder(), config=AggregateConfig(scope=DedupScope.ITEM))
     await agg.add_many(early[:100])
-    await agg.finalize(more=early)  # a resumed dispatch then brings the late results
+    await agg.extend(early)
+    await agg.finalize()  # a resumed dispatch then brings the late results
     assert await agg.add_many(late) == expected_late
     assert agg.decisions() == expected_provisional
     assert agg.stats().final is False
