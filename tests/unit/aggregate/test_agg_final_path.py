@@ -15,38 +15,19 @@ import re
 import unicodedata
 import zlib
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_agg_aggregator import CountingEmbedder
 
 from agent_fleet.aggregate import AggregateConfig, Aggregator, DedupScope, LexicalEmbedder, normalize_text
 from agent_fleet.aggregate.index import PyDenseLeaderIndex
-from agent_fleet.aggregate.vectors import SparseVector, Vector, VectorKind
+from agent_fleet.aggregate.vectors import SparseVector
 from agent_fleet.domain.results import ResultItem
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "dedup" / "items.jsonl"
 _LABELS = ("group", "family", "task_type", "variant", "split")
-
-
-class CountingEmbedder:
-    """The lexical embedder, recording every text it is asked to embed."""
-
-    kind: VectorKind = "sparse"
-    default_threshold = 0.85
-    name = "counting-lexical"
-
-    def __init__(self) -> None:
-        self.inner = LexicalEmbedder()
-        self.seen: list[str] = []
-
-    def encode(self, texts: Sequence[str]) -> list[Vector]:
-        self.seen.extend(texts)
-        return self.inner.encode(texts)
-
-    async def embed(self, texts: Sequence[str]) -> list[Vector]:
-        return self.encode(texts)
 
 
 def realistic_sample(n_findings: int, n_summaries: int, seed: int = 5) -> list[ResultItem]:
