@@ -22,8 +22,9 @@ import pytest
 from test_agg_aggregator import CountingEmbedder
 
 from agent_fleet.aggregate import AggregateConfig, Aggregator, DedupScope, LexicalEmbedder, normalize_text
+from agent_fleet.aggregate.categorize import _central
 from agent_fleet.aggregate.index import PyDenseLeaderIndex
-from agent_fleet.aggregate.vectors import SparseVector
+from agent_fleet.aggregate.vectors import SparseVector, dot
 from agent_fleet.domain.results import ResultItem
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "dedup" / "items.jsonl"
@@ -173,3 +174,29 @@ def test_lexical_vectors_and_normalised_text_equal_the_plain_code() -> None:
         got, want = emb.vector(text), plain_vector(text)
         assert got == want
         assert list(got) == list(want)  # the same key order: dot products add up in the same order
+
+
+def test_the_central_member_is_the_one_of_the_plain_sums() -> None:
+    def plain_central(members: list[int], vectors: list[SparseVector]) -> int:
+        best, best_score = members[0], float("-inf")
+        for i in members:
+            score = sum(dot(vectors[i], vectors[j]) for j in members if j != i)
+            if score > best_score:
+                best, best_score = i, score
+        return best
+
+    emb = LexicalEmbedder()
+    vectors = [emb.vector(r.title + "\n" + r.body) for r in realistic_sample(600, 0)]
+    rng = random.Random(1)
+    for _ in range(200):
+        members = rng.sample(range(len(vectors)), rng.choice([2, 3, 5, 12, 30]))
+        assert _central(members, vectors) == plain_central(members, vectors)
+    # two vectors as long as each other whose product rounds differently each way round: the sum
+    # of the second member is its own product, not the first one's reused
+    a, b = next(
+        (i, j)
+        for i in range(len(vectors))
+        for j in range(i + 1, len(vectors))
+        if len(vectors[i]) == len(vectors[j]) and dot(vectors[j], vectors[i]) > dot(vectors[i], vectors[j])
+    )
+    assert _central([a, b], vectors) == plain_central([a, b], vectors) == b
