@@ -24,8 +24,13 @@ Figures (each printed with its goal):
       Where a goal of (b) or (c) is missed (or with ``--profile``), a further run of ours is sampled
       and the report shows where its CPU per call goes — by thread, and on the event loop's thread
       by plane — and which limit binds (``benchmarks/_cpu.py``).
+  Per seed of ``--seeds``, our share of the zero-overhead client: the whole run (decompose →
+  report, through ``Engine.run``: the aggregation overlaps the last sessions) with goal ≥ 0.98, and
+  the calls alone (decompose → the last agent session's end) with goal ≥ 0.995. Beside them, what
+  that client itself would reach if it also made the run's verifier calls, each in a slot no agent
+  call wants (the whole run's ceiling).
 
-Usage: python benchmarks/throughput.py [--sessions 1000] [--seed 11] [--skip-latency] [--profile]
+Usage: python benchmarks/throughput.py [--sessions 1000] [--seed 11 | --seeds 11 12 13] [--skip-latency] [--profile]
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import random
 import tempfile
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +54,7 @@ import openai
 from _cpu import GOALS, Sampler, children_cpu, missed, thread_cpu, verdicts, where, where_the_time_goes
 from agent_fleet.brain.protocol import FINISH, SUBMIT_RESULT, SYSTEM_PROMPT, first_user_message
 from agent_fleet.decompose import decompose
+from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.ids import new_run_id
 from agent_fleet.engine import RunOptions, open_engine, plan_run
 from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
@@ -55,6 +62,8 @@ from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_pr
 CAP = 50
 DISPATCH_WALL: list[float] = []
 ITEMS_PER_SESSION = 10  # the simulated agent submits 5 items a turn: submit, submit, finish = 3 turns
+SESSION_ENDS = (EventType.SESSION_COMPLETED, EventType.SESSION_FAILED, EventType.SESSION_PAUSED)
+WHOLE_GOAL, CALLS_GOAL = 0.98, 0.995  # shares of the zero-overhead client on the same seeded server
 
 
 @dataclass
@@ -74,26 +83,34 @@ class Figures:
         return 1000 * self.cpu / self.calls
 
 
-def perfect_client_makespan(sessions: int, turns: int, latency: LogNormalLatency, seed: int) -> float:
+def perfect_client_makespan(
+    sessions: int, turns: int, latency: LogNormalLatency, seed: int, extra_calls: int = 0
+) -> float:
     """Makespan of a zero-overhead first-in first-out client of ``CAP`` slots against the simulated
-    provider seeded with ``seed``: it draws one latency per call, in the order calls arrive."""
+    provider seeded with ``seed``: it draws one latency per call, in the order calls arrive. With
+    ``extra_calls`` (verifier calls), each goes into a slot no agent call is ready for."""
     rng = random.Random(seed)
     ready: deque[tuple[int, int]] = deque((s, 0) for s in range(sessions))
     running: list[tuple[float, int, int]] = []
     end = 0.0
 
     def start(now: float) -> None:
-        session, turn = ready.popleft()
+        nonlocal extra_calls
+        if ready:
+            session, turn = ready.popleft()
+        elif extra_calls:
+            extra_calls, session, turn = extra_calls - 1, -1, turns
+        else:
+            return
         heapq.heappush(running, (now + latency.sample(rng), session, turn))
 
-    for _ in range(min(CAP, sessions)):
+    for _ in range(CAP):
         start(0.0)
     while running:
         end, session, turn = heapq.heappop(running)
         if turn + 1 < turns:
             ready.append((session, turn + 1))
-        if ready:
-            start(end)
+        start(end)
     return end
 
 
@@ -105,12 +122,8 @@ def _input(workdir: Path, sessions: int) -> Path:
     return path
 
 
-async def run_ours(
-    url: str, src: Path, sessions: int, workdir: Path, samplers: tuple[Sampler, Sampler] | None = None
-) -> tuple[Figures, Figures]:
-    """(the fleet phase: decompose, record, dispatch; the whole run: with aggregation and reports).
-    ``DISPATCH_WALL`` keeps the wall time of the dispatch alone (the calls, without the setup).
-    ``samplers`` profile the fleet phase and the aggregation (benchmarks/_cpu.py)."""
+def _run_options(url: str, src: Path, sessions: int, workdir: Path) -> tuple[RunOptions, str]:
+    """Our run's options, and a store of its own."""
     options = RunOptions(
         task="Summarise each page",
         input_path=str(src),
@@ -120,7 +133,16 @@ async def run_ours(
         embedder="lexical",
         out_dir=str(workdir / f"out-{time.monotonic_ns()}"),
     )
-    store = f"sqlite:///{workdir / f'fleet-{time.monotonic_ns()}.db'}"
+    return options, f"sqlite:///{workdir / f'fleet-{time.monotonic_ns()}.db'}"
+
+
+async def run_ours(
+    url: str, src: Path, sessions: int, workdir: Path, samplers: tuple[Sampler, Sampler] | None = None
+) -> tuple[Figures, Figures]:
+    """(the fleet phase: decompose, record, dispatch; the whole run: with aggregation and reports).
+    ``DISPATCH_WALL`` keeps the wall time of the dispatch alone (the calls, without the setup).
+    ``samplers`` profile the fleet phase and the aggregation (benchmarks/_cpu.py)."""
+    options, store = _run_options(url, src, sessions, workdir)
     run_id = new_run_id()
     fleet_sampler, aggregation_sampler = samplers or (None, None)
     th0, s0 = thread_cpu(), children_cpu()
@@ -148,6 +170,35 @@ async def run_ours(
     threads = {name: cpu - th0.get(name, 0.0) for name, cpu in th1.items()}
     server = s1 - s0 if s0 is not None and s1 is not None else None
     return Figures(calls, t1 - t0, c1 - c0, threads, server), Figures(calls, t2 - t0, c2 - c0)
+
+
+async def run_whole(url: str, src: Path, sessions: int, workdir: Path) -> tuple[Figures, Figures, int]:
+    """(the fleet phase: decompose, record, dispatch, up to the last agent session's end; the whole
+    run: with aggregation and reports, which overlaps the last sessions; its verifier calls).
+    ``DISPATCH_WALL`` keeps the wall time of the dispatch alone (the calls, without the setup)."""
+    options, store = _run_options(url, src, sessions, workdir)
+    run_id = new_run_id()
+    ended: list[tuple[float, float]] = []  # when an agent session ended (wall, CPU): the last one counts
+
+    def heard(events: Sequence[Event]) -> None:
+        if any(e.type in SESSION_ENDS for e in events):
+            ended.append((time.perf_counter(), time.process_time()))
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    plan = plan_run(options)
+    async with open_engine(options, run_id=run_id, store_url=store, api_key="sk-bench") as engine:
+        engine.listen(heard)
+        await engine.create_run(plan, options, run_id=run_id)
+        d0 = time.perf_counter()
+        report = await engine.run(run_id, plan, options)
+    t2, c2 = time.perf_counter(), time.process_time()
+    t1, c1 = ended[-1]
+    DISPATCH_WALL.append(t1 - d0)
+    assert report.status == "completed", report.summary
+    # the agents' calls (the fleet phase); verifier calls are part of the aggregation
+    verifier = int(report.summary.get("verification", {}).get("calls", 0))
+    calls = int(report.summary["llm_calls"]) - verifier
+    return Figures(calls, t1 - t0, c1 - c0), Figures(calls, t2 - t0, c2 - c0), verifier
 
 
 async def run_naive(url: str, src: Path, sessions: int) -> Figures:
@@ -193,6 +244,7 @@ def main() -> None:
     parser.add_argument("--median", type=float, default=1.0, help="median latency of scenario (a), seconds")
     parser.add_argument("--sigma", type=float, default=0.3, help="log-normal spread of scenario (a)")
     parser.add_argument("--seed", type=int, default=11, help="the simulated provider's seed in scenario (a)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="more seeds: the whole-run and calls-alone shares of each")
     parser.add_argument("--skip-latency", action="store_true", help="only the zero-latency scenario")
     parser.add_argument("--profile", action="store_true", help="show where ours' CPU goes even if (b), (c) are met")
     parser.add_argument("--json", action="store_true")
@@ -224,14 +276,20 @@ def main() -> None:
             out["zero_latency"]["where"] = where(ours0, whole0, *samplers)
         if not args.skip_latency:
             latency = LogNormalLatency(median=args.median, sigma=args.sigma)
+            seeds = args.seeds or [args.seed]
+            args.seed = seeds[0]
             config = SimConfig(latency=latency, seed=args.seed)
             # The ideal uses the median; calls cost their mean, exp(sigma^2 / 2) × the median.
             mean_latency = args.median * math.exp(args.sigma**2 / 2)
             # A fresh server (same seed) per contender: both draw the same sequence of latencies.
             with sim_provider_process(config) as url:
                 naive1 = asyncio.run(run_naive(url, src, args.sessions))
-            with sim_provider_process(config) as url:
-                ours1, whole1 = asyncio.run(run_ours(url, src, args.sessions, workdir))
+            runs, dispatch_wall = {}, {}
+            for seed in seeds:
+                with sim_provider_process(SimConfig(latency=latency, seed=seed)) as url:
+                    runs[seed] = asyncio.run(run_whole(url, src, args.sessions, workdir))
+                dispatch_wall[seed] = DISPATCH_WALL[-1]
+            ours1, whole1, _ = runs[args.seed]
             ideal = ours1.calls / CAP * args.median
             out["latency"] = {
                 "median_s": args.median,
@@ -240,7 +298,10 @@ def main() -> None:
                 "naive": {"makespan_s": naive1.wall, "efficiency": naive1.calls / CAP * args.median / naive1.wall},
                 "ours": {"makespan_s": ours1.wall, "efficiency": ideal / ours1.wall},
                 "ours_with_aggregation": {"makespan_s": whole1.wall, "efficiency": ideal / whole1.wall},
-                "ours_dispatch_only": {"makespan_s": DISPATCH_WALL[-1], "efficiency": ideal / DISPATCH_WALL[-1]},
+                "ours_dispatch_only": {
+                    "makespan_s": dispatch_wall[args.seed],
+                    "efficiency": ideal / dispatch_wall[args.seed],
+                },
                 "bound_for_a_perfect_client": args.median / mean_latency,
             }
             perfect = perfect_client_makespan(args.sessions, 3, latency, args.seed)
@@ -250,6 +311,7 @@ def main() -> None:
                 "ours_relative": perfect / ours1.wall,
                 "naive_relative": perfect / naive1.wall,
             }
+            out["latency"]["shares"] = {seed: _shares(args.sessions, latency, seed, *runs[seed]) for seed in seeds}
     if args.json:
         print(json.dumps(out, indent=2))
         return
@@ -278,6 +340,32 @@ def main() -> None:
             f" {best['makespan_s']:.1f} s -> {best['efficiency']:.3f}; ours reaches {best['ours_relative']:.3f}"
             f" of it, naive {best['naive_relative']:.3f} (this ratio does not depend on the seed's luck)"
         )
+        for seed, sh in lat["shares"].items():
+            print(
+                f"    seed {seed}: of a zero-overhead client ({sh['perfect_s']:.1f} s), the whole run"
+                f" {sh['whole_s']:.1f} s -> {sh['whole']:.3f} (goal >= {WHOLE_GOAL}); the calls alone"
+                f" {sh['calls_s']:.1f} s -> {sh['calls']:.3f} (goal >= {CALLS_GOAL}); that client making the run's"
+                f" {sh['verifier_calls']} verifier calls too: {sh['ceiling_s']:.1f} s -> {sh['ceiling']:.3f}"
+            )
+
+
+def _shares(
+    sessions: int, latency: LogNormalLatency, seed: int, ours: Figures, whole: Figures, verifier: int
+) -> dict[str, Any]:
+    """Our shares of the zero-overhead client on the same seeded server, and that client's own share
+    when it makes the run's verifier calls as well (the most a whole run can reach)."""
+    perfect = perfect_client_makespan(sessions, 3, latency, seed)
+    ceiling = perfect_client_makespan(sessions, 3, latency, seed, extra_calls=verifier)
+    return {
+        "perfect_s": perfect,
+        "whole_s": whole.wall,
+        "whole": perfect / whole.wall,
+        "calls_s": ours.wall,
+        "calls": perfect / ours.wall,
+        "verifier_calls": verifier,
+        "ceiling_s": ceiling,
+        "ceiling": perfect / ceiling,
+    }
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from agent_fleet.config import ModelConfig
+from agent_fleet.config import ModelConfig, load_config
 from agent_fleet.domain.events import EventType
 from agent_fleet.engine import Engine, plan_run
 from agent_fleet.options import RunOptions
@@ -42,7 +42,7 @@ async def _routes(tmp_path: Path, truncated: int) -> tuple[list[str], list[dict[
     log = MemorySessionLog()
     await log.open()
     await _earlier_run(log, truncated=truncated, calls=10)
-    engine = Engine(log=log, gateway=Gateway(FakeProvider(), router=Router(MODELS)))
+    engine = Engine(log=log, gateway=Gateway(FakeProvider(), router=Router(MODELS)), config=load_config(config))
     try:
         run_id = await engine.create_run(plan_run(options), options, run_id="run-new")
         routes = [e.data["name"] for e in await log.events_of_run(run_id, [EventType.ROUTE])]

@@ -36,7 +36,7 @@ from typing import Any
 from agent_fleet.aggregate.cache import EmbeddingCache
 from agent_fleet.aggregate.categorize import CategoryNamer, assign_categories, canonical_category
 from agent_fleet.aggregate.embedders import Embedder, SyncEmbedder
-from agent_fleet.aggregate.final_pass import Clusters, cluster_final, plan_final
+from agent_fleet.aggregate.final_pass import Clusters, ScopePasses, cluster_final, plan_final
 from agent_fleet.aggregate.index import LeaderIndex, make_index
 from agent_fleet.aggregate.scope import DedupScope, scope_key
 from agent_fleet.aggregate.text import content_hash, embedding_text, full_text, raw_hash, text_hash
@@ -170,6 +170,7 @@ class Aggregator:
         self._stream_index: dict[str, tuple[LeaderIndex, list[int]]] = {}  # scope key -> index, its items
         self._final: list[ResultItem] | None = None
         self._final_clusters: Clusters | None = None
+        self._scope_passes: ScopePasses = {}  # each scope's last final pass (final_pass.cluster_final)
         self._embedded = 0
         self._cache_hits = 0
         self._lock = asyncio.Lock()
@@ -333,15 +334,30 @@ class Aggregator:
             for it, text, h in self._fresh(items):
                 self._admit(it, text, h, stream=False)
 
+    async def _final_pass(self) -> Clusters:
+        """The final pass over the results so far (the lock held); a scope whose heads have not
+        changed since the last pass keeps that pass's clusters (the same heads in the same order,
+        on the same vectors, cluster the same way)."""
+        plan = await asyncio.to_thread(plan_final, self._items, self._keys, self._raws, self._scopes)
+        await self._ensure_vectors(self._embedding_todo(plan.compared()))
+        return await asyncio.to_thread(cluster_final, plan, self._vector_at, self._new_index, self._scope_passes)
+
+    async def prepare_final(self) -> None:
+        """The final pass over the results so far, nothing made final: a later :meth:`finalize` redoes
+        only the scopes whose results changed since (a run does this while its last sessions run).
+        Nothing to do when every result shares one scope: that pass is redone whole anyway."""
+        if self.config.scope == DedupScope.GLOBAL:
+            return
+        async with self._lock:
+            await self._final_pass()
+
     async def finalize(self, *, namer: CategoryNamer | None = None) -> list[ResultItem]:
         """Re-cluster in rank order, categorise, and return the representatives.
 
         Call after the last ``add``; a later ``add`` makes the state provisional again.
         """
         async with self._lock:
-            plan = await asyncio.to_thread(plan_final, self._items, self._keys, self._raws, self._scopes)
-            await self._ensure_vectors(self._embedding_todo(plan.compared()))
-            cl = await asyncio.to_thread(cluster_final, plan, self._vector_at, self._new_index)
+            cl = await self._final_pass()
             reps = self._representatives(cl)
             if self.config.categorize:
                 by_id = self._by_id
@@ -464,6 +480,10 @@ class Aggregator:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def __contains__(self, result_id: object) -> bool:
+        """Whether a result of that id has been added."""
+        return result_id in self._by_id
 
     def __repr__(self) -> str:
         s = self.stats()

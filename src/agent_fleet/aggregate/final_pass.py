@@ -6,7 +6,8 @@ It runs in two steps so that the aggregator can embed in between only what the s
    best-ranked member, which stands for it), and each scope's heads in rank order;
 2. :func:`cluster_final`: the greedy leader rule over each scope's heads in that order, then every
    other member of an exact group follows its head. A scope with a single head needs no index and
-   no vector: that head leads itself.
+   no vector: that head leads itself. A scope whose heads are those of the last pass, in the same
+   order, keeps that pass (a run passes once while its last sessions run, then once at the end).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent_fleet.aggregate.index import LeaderIndex
+from agent_fleet.aggregate.index import Assignment, LeaderIndex
 from agent_fleet.aggregate.text import rank_key
 from agent_fleet.aggregate.vectors import Vector
 from agent_fleet.domain.results import ResultItem
 
-__all__ = ["Clusters", "FinalPlan", "cluster_final", "plan_final"]
+__all__ = ["Clusters", "FinalPlan", "ScopePasses", "cluster_final", "plan_final"]
+
+ScopePasses = dict[str, tuple[tuple[int, ...], list[Assignment]]]  # scope key -> (its heads, their pass)
 
 
 @dataclass(slots=True)
@@ -82,14 +85,28 @@ def plan_final(
     return FinalPlan([head[g] for g in groups], by_scope)
 
 
-def cluster_final(plan: FinalPlan, vector: Callable[[int], Vector], new_index: Callable[[], LeaderIndex]) -> Clusters:
-    """The clusters of the plan; ``vector(i)``: result ``i``'s vector (asked for compared heads only)."""
+def cluster_final(
+    plan: FinalPlan,
+    vector: Callable[[int], Vector],
+    new_index: Callable[[], LeaderIndex],
+    kept: ScopePasses | None = None,
+) -> Clusters:
+    """The clusters of the plan; ``vector(i)``: result ``i``'s vector (asked for compared heads only).
+    ``kept``: each scope's last pass, by its heads; a scope whose heads are the same, in the same
+    order, takes it as it is, and the others' passes are kept there for the next time."""
     n = len(plan.head_of)
     cl = Clusters(list(range(n)), [1.0] * n, [None] * n)
-    for order in plan.by_scope.values():
+    kept = {} if kept is None else kept
+    for scope, order in plan.by_scope.items():
         if len(order) == 1:
             continue  # alone in its scope: it leads itself, as the clusters start
-        assigned = new_index().assign([vector(i) for i in order])
+        heads = tuple(order)
+        last = kept.get(scope)
+        if last is not None and last[0] == heads:
+            assigned = last[1]
+        else:
+            assigned = new_index().assign([vector(i) for i in order])
+            kept[scope] = (heads, assigned)
         for pos, a in enumerate(assigned):
             i = order[pos]
             cl.leader[i] = order[a.leader]

@@ -10,6 +10,9 @@ proportion to the time the batch took (:class:`DedupPacing`). When the rest of t
 using the CPU (many fast calls), deduplication takes a small share and falls behind; when the
 engine waits on the provider (the usual case), it takes a large share and keeps up. What is not
 clustered when the sessions end is left to the final pass, which clusters every result anyway.
+
+``on_unique`` hears each batch's results that opened a cluster of their own (provisionally unique):
+the run's verification picks the results it may judge ahead among them.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_fleet.aggregate.aggregator import Aggregator
+from agent_fleet.aggregate.aggregator import Aggregator, DecisionKind
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.results import ResultItem
@@ -76,12 +79,15 @@ class LiveDedup:
         pacing: DedupPacing | None = None,
         clock: Clock | None = None,
         cpu_time: Callable[[], float] = time.process_time,
+        on_unique: Callable[[list[ResultItem]], None] | None = None,
     ) -> None:
         self.aggregator = aggregator
+        self.on_unique = on_unique
         self.pacing = pacing or DedupPacing()
         self._clock = clock or RealClock()
         self._cpu_time = cpu_time
         self._pending: list[ResultItem] = []
+        self._batch = 0  # results of the batch being clustered
         self._ready = asyncio.Event()  # results are pending, or the run has finished
         self._finished = asyncio.Event()
 
@@ -95,8 +101,13 @@ class LiveDedup:
 
     @property
     def backlog(self) -> int:
-        """Results heard but not clustered yet."""
+        """Results heard and waiting for a batch."""
         return len(self._pending)
+
+    @property
+    def unclustered(self) -> int:
+        """Results heard and not clustered yet: the backlog and the batch being clustered."""
+        return len(self._pending) + self._batch
 
     def finish(self) -> None:
         """No more results: ``consume`` returns; what it has not clustered is left to the final pass."""
@@ -118,12 +129,28 @@ class LiveDedup:
             window = start_wall - mark_wall
             # what the rest of the engine used while deduplication was not running
             engine_share = (start_cpu - mark_cpu) / window if window > 0 else 0.0
+            self._batch = len(batch)
             try:
-                await self.aggregator.add_many(batch)
+                await self._add(batch)
             except Exception:  # live figures are a view: the final pass recomputes everything
                 _log.exception("live deduplication failed for a batch; the final pass will redo it")
+            finally:
+                self._batch = 0
             mark_wall, mark_cpu = self._clock.now(), self._cpu_time()
             await self._rest(pacing.rest_after(mark_wall - start_wall, engine_share))
+
+    async def _add(self, batch: list[ResultItem]) -> None:
+        decisions = await self.aggregator.add_many(batch)
+        if self.on_unique is not None:
+            self.on_unique([it for it, d in zip(batch, decisions, strict=True) if d.kind is DecisionKind.NEW])
+
+    async def drain(self) -> None:
+        """Once :meth:`consume` has returned: hand what was heard and not clustered yet to the run's
+        final pass (``Aggregator.extend``: no streaming decision that the pass would redo at once, and
+        only the texts it compares are embedded); none of it is offered as unique."""
+        pending, self._pending = self._pending, []
+        if pending:
+            await self.aggregator.extend(pending)
 
     async def _rest(self, seconds: float) -> None:
         if seconds <= 0.0 or self._finished.is_set():

@@ -12,9 +12,9 @@ budgeted like any agent session; when a budget stops them the remaining results 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -34,7 +34,10 @@ __all__ = [
     "VerificationConfig",
     "VerificationReport",
     "Verifier",
+    "Judging",
     "sample_for_verification",
+    "sample_key",
+    "sample_size",
     "verify_results",
     "wilson_interval",
 ]
@@ -71,20 +74,32 @@ class VerificationConfig:
     concurrency: int = 8
 
 
+def sample_size(n: int, *, fraction: float, minimum: int, maximum: int | None = None) -> int:
+    """How many of ``n`` results are verified: ``max(minimum, ceil(fraction * n))``, at most ``maximum``
+    and at most ``n``."""
+    k = min(n, max(minimum, math.ceil(fraction * n)))
+    return k if maximum is None else min(k, maximum)
+
+
+def sample_key(seed: int, result_id: str) -> float:
+    """The result's place in the seeded draw, uniform in [0, 1): a hash of the seed and the id alone."""
+    digest = hashlib.blake2b(f"{seed}:{result_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
 def sample_for_verification(
     results: Sequence[ResultItem], *, fraction: float, minimum: int, seed: int, maximum: int | None = None
 ) -> list[ResultItem]:
-    """A seeded random sample of ``max(minimum, ceil(fraction * n))`` results, capped at ``maximum``.
+    """A seeded random sample of :func:`sample_size` results, in id order.
 
-    The draw depends only on the seed and the ids, not on the order the results arrived in.
+    The sample is the results with the smallest :func:`sample_key` (a bottom-k draw): a uniform
+    random subset of that size, which depends only on the seed and the ids — not on the order the
+    results arrived in — and whose members can be told apart before the last result is in (a result
+    whose key is above the cut of the results seen so far can only stay out).
     """
-    n = len(results)
-    k = min(n, max(minimum, math.ceil(fraction * n)))
-    if maximum is not None:
-        k = min(k, maximum)
-    ordered = sorted(results, key=lambda r: r.id)
-    picked = random.Random(seed).sample(range(n), k)
-    return [ordered[i] for i in sorted(picked)]
+    k = sample_size(len(results), fraction=fraction, minimum=minimum, maximum=maximum)
+    drawn = sorted(results, key=lambda r: (sample_key(seed, r.id), r.id))[:k]
+    return sorted(drawn, key=lambda r: r.id)
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -189,6 +204,44 @@ class VerificationReport:
         return out
 
 
+class Judging:
+    """Verdicts gathered one result at a time, and why the others were not judged.
+
+    A :class:`~agent_fleet.errors.BudgetExhausted` stops further judging (every result asked about
+    afterwards stays unverified with its reason); any other engine error leaves that one result
+    unverified with the error's message.
+    """
+
+    def __init__(self, verifier: Verifier, partition_items: Callable[[ResultItem], Sequence[str]]) -> None:
+        self._verifier = verifier
+        self._partition_items = partition_items
+        self.verdicts: dict[str, Verdict] = {}
+        self.skipped: dict[str, str] = {}
+        self.stopped: str | None = None
+
+    async def judge(self, result: ResultItem) -> None:
+        if self.stopped is not None:
+            self.skipped[result.id] = self.stopped
+            return
+        try:
+            self.verdicts[result.id] = await self._verifier.judge(result, self._partition_items(result))
+        except BudgetExhausted as exc:
+            self.stopped = self.stopped or f"verifier budget exhausted: {exc}"
+            self.skipped[result.id] = self.stopped
+        except FleetError as exc:
+            self.skipped[result.id] = f"verifier error: {exc}"
+
+    def report(self, sample: Sequence[ResultItem], config: VerificationConfig) -> VerificationReport:
+        """The report of ``sample``: its verdicts, and why its other members were not judged."""
+        return VerificationReport(
+            sampled=len(sample),
+            verdicts={r.id: self.verdicts[r.id] for r in sample if r.id in self.verdicts},
+            threshold=config.threshold,
+            confidence=config.confidence,
+            skipped={r.id: self.skipped[r.id] for r in sample if r.id in self.skipped},
+        )
+
+
 async def verify_results(
     results: Sequence[ResultItem],
     verifier: Verifier,
@@ -196,43 +249,22 @@ async def verify_results(
     *,
     config: VerificationConfig | None = None,
 ) -> VerificationReport:
-    """Sample, judge concurrently (bounded), and report.
-
-    A :class:`~agent_fleet.errors.BudgetExhausted` stops further judging (the rest stay unverified);
-    any other engine error leaves that one result unverified with the error's message.
-    """
+    """Sample, judge concurrently (bounded by ``config.concurrency``), and report (see :class:`Judging`)."""
     cfg = config or VerificationConfig()
     sample = sample_for_verification(
         results, fraction=cfg.fraction, minimum=cfg.minimum, seed=cfg.seed, maximum=cfg.maximum
     )
-    verdicts: dict[str, Verdict] = {}
-    skipped: dict[str, str] = {}
+    judging = Judging(verifier, partition_items)
     gate = asyncio.Semaphore(max(1, cfg.concurrency))
-    stopped: list[str] = []
 
     async def one(result: ResultItem) -> None:
         async with gate:
-            if stopped:
-                skipped[result.id] = stopped[0]
-                return
-            try:
-                verdicts[result.id] = await verifier.judge(result, partition_items(result))
-            except BudgetExhausted as exc:
-                stopped.append(f"verifier budget exhausted: {exc}")
-                skipped[result.id] = stopped[0]
-            except FleetError as exc:
-                skipped[result.id] = f"verifier error: {exc}"
+            await judging.judge(result)
 
     async with asyncio.TaskGroup() as tg:
         for r in sample:
             tg.create_task(one(r))
-    return VerificationReport(
-        sampled=len(sample),
-        verdicts={r.id: verdicts[r.id] for r in sample if r.id in verdicts},
-        threshold=cfg.threshold,
-        confidence=cfg.confidence,
-        skipped={r.id: skipped[r.id] for r in sample if r.id in skipped},
-    )
+    return judging.report(sample, cfg)
 
 
 SUBMIT_VERDICT = ToolSpec(

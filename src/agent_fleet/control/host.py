@@ -22,7 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.admission import AdmissionController, default_objects, load_kueue_yaml
+from agent_fleet.admission import AdmissionController, default_objects
 from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.clock import RealClock
 from agent_fleet.config import FleetConfig, load_config
@@ -30,15 +30,16 @@ from agent_fleet.decompose.subtasks import needs_planner
 from agent_fleet.domain.events import EventType, SessionState
 from agent_fleet.domain.ids import new_run_id, session_id_for
 from agent_fleet.domain.plan import Plan
-from agent_fleet.engine import Engine, RunReport, check_provider, load_run, plan_run
+from agent_fleet.engine import Engine, RunReport, load_run, plan_run
+from agent_fleet.engine.compose import assemble
 from agent_fleet.engine.forecasting import forecast_for, learned_prior, observed_latency
 from agent_fleet.engine.planning import plan_goal
+from agent_fleet.engine.preflight import configured_queues
 from agent_fleet.engine.records import owner, owner_alive
-from agent_fleet.engine.workforce import Workforce
-from agent_fleet.errors import FleetError, UsageError
+from agent_fleet.engine.run import DEFAULT_GRACE_S
+from agent_fleet.errors import FleetError, UsageError, cause_of
 from agent_fleet.options import RunOptions, with_config
 from agent_fleet.session.lease import DEFAULT_TTL_S, LeaseKeeper, LeaseStore
-from agent_fleet.session.store import open_store, resolve_store_url
 from agent_fleet.spend.factory import build_gateway
 
 __all__ = ["FleetHost", "RunConflict", "team_account"]
@@ -86,47 +87,44 @@ class FleetHost:
         env: Mapping[str, str] | None = None,
         check: bool = True,
         workdir: str | None = None,
+        grace: float = DEFAULT_GRACE_S,
     ) -> AsyncIterator[FleetHost]:
-        """Open the store, the gateway, the worker pool and the controller; on exit cancel what still
-        runs (each run is left resumable) and shut everything down."""
+        """Open the store, the gateway, the worker pool and the controller (the engine is built as
+        ``deploy``'s is, from one reading of fleet.yaml); on exit stop every live run (notify → drain →
+        ``grace`` seconds → cancel: each is left resumable) and shut everything down."""
         config_path = await asyncio.to_thread(os.path.abspath, config_path) if config_path else None
         config = await asyncio.to_thread(load_config, config_path)
+        queues = await asyncio.to_thread(configured_queues, config, config_path)
         clock = RealClock()
-        controller = AdmissionController(_objects(config, config_path), clock)
-        log = open_store(resolve_store_url(store_url))
-        await log.open()
-        try:
-            gateway = build_gateway(config, run_id=None, env=env)
-            try:
-                if check:
-                    for url in sorted({str(getattr(p, "base_url", "")) for p in _providers(gateway)} - {""}):
-                        await check_provider(url)
-                workforce = await Workforce.open(run_id="serve", config_path=config_path, gateway=gateway, log=log)
-            except BaseException:
-                await gateway.aclose()
-                raise
-        except BaseException:
-            await log.close()
-            raise
-        engine = Engine(log=log, gateway=gateway, clock=clock, slots_for=_slots_of(controller), workforce=workforce)
-        host = cls(engine, controller, config, config_path, Path(workdir or os.getcwd()), store=log)
-        for name, team in config.teams.items():  # a team's dollars: one account over all its runs
-            if team.budget_usd is not None:
-                gateway.set_queue_budget(team_account(name), usd=team.budget_usd)
-        stop = asyncio.Event()
-        try:
+        controller = AdmissionController(queues or default_objects(config.rate_limit.baseline_concurrency), clock)
+        anthropic = any(m.provider == "anthropic" for m in config.models[:1])
+        async with assemble(
+            config,
+            config_path,
+            store_url=store_url,
+            gateway=lambda: build_gateway(config, run_id=None, env=env),
+            check=check,
+            workforce_id="serve",
+            clock=clock,
+            slots_for=_slots_of(controller),
+            system="anthropic" if anthropic else "openai",
+        ) as engine:
+            host = cls(engine, controller, config, config_path, Path(workdir or os.getcwd()), store=engine.store)
+            for name, team in config.teams.items():  # a team's dollars: one account over all its runs
+                if team.budget_usd is not None:
+                    engine.gateway.set_queue_budget(team_account(name), usd=team.budget_usd)
+            stop = asyncio.Event()
             async with asyncio.TaskGroup() as tg:
                 host._group = tg
                 driver = tg.create_task(controller.run(stop))
                 try:
                     yield host
                 finally:
-                    for task in list(host._tasks.values()):
-                        task.cancel()
+                    await engine.stop_runs(grace)  # every live run: notify → drain → grace → cancel
+                    for task in host._tasks.values():
+                        task.cancel()  # a run whose driver had not started yet
                     stop.set()
                     await asyncio.gather(driver, *host._tasks.values(), return_exceptions=True)
-        finally:
-            await engine.shutdown()
 
     # -- runs -----------------------------------------------------------------------------------
     def active(self, run_id: str) -> bool:
@@ -270,8 +268,7 @@ class FleetHost:
 
     async def _run(self, run_id: str, plan: Plan, options: RunOptions) -> None:
         try:
-            await self.engine.dispatch(run_id, plan, options)
-            self.reports[run_id] = await self.engine.aggregate(run_id, options, plan)
+            self.reports[run_id] = await self.engine.run(run_id, plan, options)
         except asyncio.CancelledError:
             with suppress(Exception):
                 await asyncio.shield(
@@ -279,7 +276,8 @@ class FleetHost:
                 )
         except Exception as exc:  # one run's failure never stops the server
             _logger.exception("run %s failed", run_id)
-            self.failures[run_id] = str(exc) if isinstance(exc, FleetError) else type(exc).__name__
+            cause = cause_of(exc)
+            self.failures[run_id] = str(cause) if isinstance(cause, FleetError) else type(cause).__name__
             with suppress(Exception):
                 await self.engine.log.emit_event(run_id, EventType.RUN_FAILED, {"error": self.failures[run_id]})
 
@@ -312,16 +310,3 @@ def _slots_of(controller: AdmissionController) -> Callable[[RunOptions], Admissi
         )
 
     return slots
-
-
-def _objects(config: FleetConfig, config_path: str | None) -> Any:
-    if config.queues is None:
-        return default_objects(config.rate_limit.baseline_concurrency)
-    source: Any = config.queues
-    if isinstance(source, str) and config_path and not os.path.isabs(source):
-        source = os.path.join(os.path.dirname(config_path), source)
-    return load_kueue_yaml(source)
-
-
-def _providers(gateway: Any) -> tuple[Any, ...]:
-    return (gateway.provider, *gateway.routes.values())

@@ -1,8 +1,11 @@
-"""The engine of one process: a store, a gateway, and a dispatcher per run it drives.
+"""The engine of one process: a store, a gateway, and a coordinator per run it drives.
 
-:class:`Engine` records a run (its plan and sessions), dispatches what has not ended in one
-TaskGroup, and aggregates the results into the run's report; ``shutdown()`` is notify → drain →
-close and is safe to call twice. Building one is :mod:`agent_fleet.engine.compose`'s job.
+:class:`Engine` records a run (its plan and sessions) and drives it through one
+:class:`~agent_fleet.engine.run.RunCoordinator`, which owns the run's TaskGroup (sessions, ticker,
+live deduplication, verification) and its shutdown. ``shutdown()`` stops every run it drives
+(notify → drain → grace → cancel), then closes its parts in reverse order of building; it is safe
+to call twice. Building one is :mod:`agent_fleet.engine.compose`'s job; the one ``FleetConfig``
+it is given serves every plane and every run.
 """
 
 from __future__ import annotations
@@ -11,11 +14,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.admission import AdmissionController
+from agent_fleet.admission import AdmissionController, KueueObjects
 from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.aggregate import (
     AggregateConfig,
@@ -25,15 +28,14 @@ from agent_fleet.aggregate import (
     resolve_scope,
     write_outputs,
 )
-from agent_fleet.aggregate.live import LiveDedup, snapshot_key
 from agent_fleet.brain.harness import Harness
 from agent_fleet.clock import Clock, RealClock
-from agent_fleet.config import load_config
+from agent_fleet.config import FleetConfig
 from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions, DispatchStats
 from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.domain.accounts import AccountScope
 from agent_fleet.domain.events import Event, EventType, SessionRecord
-from agent_fleet.domain.ids import new_run_id, session_id_for
+from agent_fleet.domain.ids import new_run_id
 from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.engine.embeddings import MeteredEmbeddings
@@ -41,28 +43,26 @@ from agent_fleet.engine.limits import session_limits
 from agent_fleet.engine.planning import plan_event_data
 from agent_fleet.engine.preflight import admission_objects
 from agent_fleet.engine.records import create_sessions, load_run, owner
-from agent_fleet.engine.report import final_snapshot, live_snapshot, run_status, run_summary, timeline
-from agent_fleet.engine.run_ticker import RunTicker
-from agent_fleet.engine.verification import verify_run
+from agent_fleet.engine.report import (
+    dispatch_sessions,
+    fleet_snapshot,
+    metered_models,
+    recorded_models,
+    run_summary,
+    timeline,
+)
+from agent_fleet.engine.run import DEFAULT_GRACE_S, RunCoordinator
 from agent_fleet.engine.workforce import Workforce
-from agent_fleet.errors import ProviderDown, ProviderError, cause_of
 from agent_fleet.hands.files import PartitionFiles
 from agent_fleet.hands.port import Hands, ToolOutput
 from agent_fleet.observe.metrics import FleetSnapshot, metrics_key, render
 from agent_fleet.observe.summary import run_figures
 from agent_fleet.options import RunOptions, RunReport, session_tokens
-from agent_fleet.session.lease import LeaseKeeper
+from agent_fleet.session.lease import LeaseKeeper, LeaseStore
 from agent_fleet.session.port import SessionLog
 from agent_fleet.session.tap import TappedLog
 from agent_fleet.spend.gateway import Gateway
-from agent_fleet.supervise import (
-    ShapeWatch,
-    audit_markdown,
-    decision_audit,
-    record_shape_alarms,
-    review_queue,
-    store_model_signals,
-)
+from agent_fleet.supervise import ShapeWatch, audit_markdown, decision_audit, review_queue, store_model_signals
 
 __all__ = ["Engine"]
 
@@ -80,30 +80,38 @@ class _NoHands:
         return None
 
 
-@dataclass
-class _Live:
-    dispatcher: Dispatcher | None = None
-    started: float = field(default_factory=time.monotonic)
-
-
 class Engine:
-    """One process's engine: a store, a gateway, and a dispatcher per run it drives (``serve``
-    drives several runs at once over the one gateway)."""
+    """One process's engine: a store, a gateway, and a coordinator per run it drives (``serve``
+    drives several runs at once over the one gateway, pool and log).
+
+    ``config`` is the fleet.yaml the engine was opened with (default: fleet.yaml's defaults).
+    ``queues``: the Kueue objects of its ``queues:``, read when the engine was built. ``parts``:
+    what closes the engine's parts (the composition root fills it as it builds them); without it
+    ``shutdown()`` closes the workforce, the gateway, the lease and the log it was given.
+    """
 
     def __init__(
         self,
         *,
         log: SessionLog,
         gateway: Gateway,
+        config: FleetConfig | None = None,
         clock: Clock | None = None,
         slots_for: Callable[[RunOptions], SessionSlots] | None = None,
         workforce: Workforce | None = None,
         lease: LeaseKeeper | None = None,
+        queues: KueueObjects | None = None,
+        parts: AsyncExitStack | None = None,
+        store: LeaseStore | None = None,
     ) -> None:
         self.log: SessionLog = TappedLog(log, self._heard)
+        self.store = store  # the store under the log, where runs' leases are taken (serve: one per run)
+        self.config = config or FleetConfig()
         self.lease = lease  # the run's lease (one owner per run); given back by shutdown()
+        self.queues = queues
         self._listeners: list[Callable[[Sequence[Event]], None]] = []  # listen(): telemetry and the like
-        self._dedup: dict[str, LiveDedup] = {}  # run id → results clustered as they are recorded
+        self._runs: dict[str, RunCoordinator] = {}  # run id → its coordinator, until its report is built
+        self._stats: dict[str, DispatchStats] = {}  # run id → the figures of its last dispatch here
         # runs create_run recorded here and no dispatch has started yet: each session's log holds
         # only its creation, so the first dispatch need not read the run back
         self._just_created: set[str] = set()
@@ -114,27 +122,46 @@ class Engine:
         self.clock = clock or RealClock()
         self.workforce = workforce  # worker pool, hands, CLI agents; closed by shutdown()
         self._slots_for = slots_for or self.default_slots
-        self._live: dict[str, _Live] = {}  # run id → its dispatcher, one per run dispatched
         self._last_run: str | None = None
+        self._parts = parts if parts is not None else self._own_parts(log)
         self._closed = False
         # The gateway decides fallbacks inside a call; its decisions are recorded on the next tick.
         self._routes: list[tuple[str, dict[str, str]]] = []
         gateway.on_route = lambda sid, route: self._routes.append((sid, route))
 
+    def _own_parts(self, log: SessionLog) -> AsyncExitStack:
+        """Closing what the engine was given, in reverse: the workforce, the gateway, the lease, the log.
+        The lease goes back before the log closes (its epoch is kept: the writes still queued land)."""
+        parts = AsyncExitStack()
+        parts.push_async_callback(log.close)
+        if self.lease is not None:
+            parts.push_async_callback(self.lease.release)
+        close = getattr(self.gateway, "aclose", None)
+        if close is not None:
+            parts.push_async_callback(close)
+        if self.workforce is not None:
+            parts.push_async_callback(close_workforce, self.workforce)
+        return parts
+
     def listen(self, listener: Callable[[Sequence[Event]], None]) -> None:
         """Call ``listener`` with every batch of events once it is durable (it must not block)."""
         self._listeners.append(listener)
 
+    def unlisten(self, listener: Callable[[Sequence[Event]], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def _heard(self, events: Sequence[Event]) -> None:
-        """Every durable append: result items go to their run's live deduplication."""
-        if self._dedup and any(e.type == EventType.RESULT_ITEM for e in events):
-            live = self._dedup.get(events[0].session_id.rsplit(".", 1)[0])  # RUN.sNNNNN → RUN
-            if live is not None:
-                live.heard(events)
+        """Every durable append: result items go to their run's coordinator (live deduplication)."""
+        if self._runs and any(e.type == EventType.RESULT_ITEM for e in events):
+            run = self._runs.get(events[0].session_id.rsplit(".", 1)[0])  # RUN.sNNNNN → RUN
+            if run is not None:
+                run.heard(events)
         for listener in self._listeners:
             listener(events)
 
-    def _aggregator(self, run_id: str, options: RunOptions) -> Aggregator:
+    # -- the parts a run is built from -----------------------------------------------------------
+    def aggregator_for(self, run_id: str, options: RunOptions) -> Aggregator:
         out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
         embed_session = f"{run_id}.embed"
         if options.embedder == "provider":
@@ -144,35 +171,77 @@ class Engine:
         embedder = choose_embedder(
             options.embedder, gateway=self._embeddings, model=options.embedding_model, session_id=embed_session
         )
-        setting = load_config(options.config_path).aggregate.dedup_scope
         input_kind = "directory" if options.input_path and Path(options.input_path).is_dir() else None
-        scope, why = resolve_scope(setting, options.task, input_kind)
+        scope, why = resolve_scope(self.config.aggregate.dedup_scope, options.task, input_kind)
         return Aggregator.for_run(out_dir, embedder, config=AggregateConfig(scope=scope, scope_reason=why))
 
+    def slots_for(self, options: RunOptions) -> SessionSlots:
+        return self._slots_for(options)
+
+    def default_slots(self, options: RunOptions) -> SessionSlots:
+        """Admission per fleet.yaml ``queues:``; without it one ClusterQueue whose ``pods`` quota is
+        the run's concurrency (its number of agents)."""
+        controller = AdmissionController(self.queues or admission_objects(options, self.config), self.clock)
+        return AdmissionSlots(controller, queue=options.queue or "default", priority_class=options.priority)
+
+    def dispatcher_for(
+        self, options: RunOptions, slots: SessionSlots, root: str | None, *, sessions: int
+    ) -> Dispatcher:
+        """A run's dispatcher over this engine's log and gateway, with the workforce's parts."""
+        base = DispatchOptions(
+            session_timeout=options.timeout,
+            start_ahead=max(16, 2 * options.max_concurrency),  # enough to fill every gateway slot twice
+            max_attempts=options.max_attempts,
+            limits=session_limits(options, self.config),
+        )
+        wf = self.workforce
+        parts = wf.dispatch_parts(base, sessions=sessions, root=root) if wf is not None else {"options": base}
+        return Dispatcher(
+            log=self.log,
+            gateway=self.gateway,
+            brain=Harness,
+            hands_for=lambda p: self.hands_for(p, root),
+            slots=slots,
+            clock=self.clock,
+            **parts,
+        )
+
+    def hands_for(self, partition: Partition, root: str | None) -> Hands:
+        if self.workforce is not None:
+            return self.workforce.hands_for(partition, root)
+        if partition.kind is InputKind.DIRECTORY and root is not None:
+            return PartitionFiles(root, partition.items)
+        return _NoHands()
+
+    # -- figures ----------------------------------------------------------------------------------
     def metrics(self, run_id: str) -> FleetSnapshot:
         """The live figures behind ``fleet_*`` metrics."""
-        live = self._dedup.get(run_id)
-        return live_snapshot(
+        run = self._runs.get(run_id)
+        aggregator = run.aggregator if run is not None else None
+        return fleet_snapshot(
             run_id,
-            models=self.gateway.meter.models,
-            stats=self.stats(run_id),
-            dedup=live.aggregator.stats() if live is not None else None,
+            models=metered_models(self.gateway.meter.models),
+            sessions=dispatch_sessions(self.stats(run_id)),
+            dedup=aggregator.stats() if aggregator is not None else None,
             concurrency_limit=self.gateway.limiter.total,
             in_flight=self.gateway.statistics().in_flight,
         )
 
-    async def store_metrics(self, run_id: str, admission: bytes = b"", *, source: str | None = None) -> bytes:
+    async def store_metrics(self, run_id: str, admission: bytes | None = None, *, source: str | None = None) -> bytes:
         """Store the Prometheus text of the run (``agent-fleet metrics`` reads it) and return it.
-        ``source`` names the admission controller whose ``kueue_*`` families the text holds."""
-        self._admission_metrics[run_id] = admission
+        ``admission``: Kueue's families (default: the last stored); ``source`` names the admission
+        controller they are of."""
+        if admission is not None:
+            self._admission_metrics[run_id] = admission
         if source is not None:
             self._admission_source[run_id] = source
-        text = render(self.metrics(run_id), admission=admission)
-        await self.log.put_snapshot(metrics_key(run_id), self._metrics_snapshot(run_id, text))
-        return text
+        return await self._put_metrics(run_id, self.metrics(run_id))
 
-    def _metrics_snapshot(self, run_id: str, text: bytes) -> dict[str, str]:
-        return {"text": text.decode(), "admission_source": self._admission_source.get(run_id, "")}
+    async def _put_metrics(self, run_id: str, snapshot: FleetSnapshot) -> bytes:
+        text = render(snapshot, admission=self._admission_metrics.get(run_id, b""))
+        stored = {"text": text.decode(), "admission_source": self._admission_source.get(run_id, "")}
+        await self.log.put_snapshot(metrics_key(run_id), stored)
+        return text
 
     async def record_embeddings(self, run_id: str) -> None:
         """Provider embeddings spent since the last record go into the run's log (summary == log)."""
@@ -186,13 +255,26 @@ class Engine:
         for sid, route in pending:
             await self.log.emit_event(sid, EventType.ROUTE, route)
 
-    def default_slots(self, options: RunOptions) -> SessionSlots:
-        """Admission per fleet.yaml ``queues:``; without it one ClusterQueue whose ``pods`` quota is
-        the run's concurrency (its number of agents)."""
-        controller = AdmissionController(admission_objects(options), self.clock)
-        return AdmissionSlots(controller, queue=options.queue or "default", priority_class=options.priority)
+    async def pause_outliers(self, run_id: str, watch: ShapeWatch) -> None:
+        """Pause every running session the watch names, through its budget: its token cap becomes what it
+        has spent, so its next call is refused and it pauses (never killed); ``budget raise`` lets it go on."""
+        alarms = watch.due()
+        for a in alarms:
+            sid = a.session_id or ""
+            spent = self.gateway.book.account(AccountScope.SESSION, sid).spent_tokens
+            self.gateway.set_session_budget(sid, tokens=max(1, spent))
+        if alarms:
+            await self.log.emit_events(run_id, [(EventType.ALARM, {**a.to_event(), "paused": True}) for a in alarms])
 
-    # -- phase 1: record the plan ---------------------------------------------------------------
+    def stats(self, run_id: str | None = None) -> DispatchStats | None:
+        """A run's dispatch figures (default: the run dispatched last); None before its dispatch."""
+        run_id = run_id or self._last_run or ""
+        run = self._runs.get(run_id)
+        if run is not None and run.dispatcher is not None:
+            return run.dispatcher.stats
+        return self._stats.get(run_id)
+
+    # -- phase 1: record the plan -----------------------------------------------------------------
     async def create_run(
         self,
         plan: Plan,
@@ -215,187 +297,83 @@ class Engine:
         await self.log.emit_events(
             run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, plan_event_data(plan, planner))]
         )
-        await create_sessions(self.log, self.gateway.router, run_id, plan, options)
+        quality = self.config.supervision.quality
+        await create_sessions(self.log, self.gateway.router, run_id, plan, options, quality)
         self._just_created.add(run_id)
         return run_id
 
-    # -- phase 2: dispatch ----------------------------------------------------------------------
-    async def dispatch(self, run_id: str, plan: Plan, options: RunOptions) -> DispatchStats:
-        """Run every session that has not ended; apply budget raises while it runs."""
+    # -- phases 2 and 3: one coordinator per run ---------------------------------------------------
+    def coordinator(self, run_id: str, plan: Plan, options: RunOptions) -> RunCoordinator:
+        """A new coordinator for the run; it carries over what an earlier dispatch of the run in this
+        engine has clustered."""
+        earlier = self._runs.get(run_id)
         fresh = run_id in self._just_created
         self._just_created.discard(run_id)
-        records: dict[str, SessionRecord] = {}
-        if not fresh:
-            records = {r.session_id: r for r in await self.log.list_sessions(run_id)}
-            await create_sessions(self.log, self.gateway.router, run_id, plan, options, existing=records)
-        by_sid = {session_id_for(run_id, p.index): p for p in plan.partitions}
-        todo = [(sid, p) for sid, p in by_sid.items() if sid not in records or not records[sid].state.terminal]
-        root = plan.input_path if plan.kind is InputKind.DIRECTORY else None
-        slots = self._slots_for(options)
-        dispatcher = self._dispatcher(options, slots, root, sessions=len(todo))
-        self._live[run_id] = _Live(dispatcher)
+        carried = earlier.aggregator if earlier is not None else None
+        run = self._runs[run_id] = RunCoordinator(self, run_id, plan, options, fresh=fresh, aggregator=carried)
         self._last_run = run_id
-        watcher = RunTicker(self, run_id, slots)
-        watcher.shapes = await self._shape_watch(run_id, options, fresh)
-        if not fresh:  # a fresh run has no raise nor result yet; a raise written meanwhile comes with the ticks
-            await watcher.apply_recorded()
-        live = await self._live_dedup(run_id, options, fresh)
-        watcher.live = live
+        return run
+
+    async def run(self, run_id: str, plan: Plan, options: RunOptions) -> RunReport:
+        """Dispatch every session that has not ended and aggregate, the aggregation overlapping the
+        run's last sessions (live deduplication, verification started early)."""
+        run = self.coordinator(run_id, plan, options)
         try:
-            await self._drive(watcher, dispatcher, todo, by_sid, slots, live)
-        except BaseExceptionGroup as group:
-            down = cause_of(group)
-            if isinstance(down, ProviderError) and down.exit_code == 4:  # refused credentials, from a session
-                down = self.gateway.provider_down() or ProviderDown(str(down))
-            if not isinstance(down, ProviderDown):
-                raise
-            if watcher.shapes is not None:
-                self._listeners.remove(watcher.shapes.heard)
-            await watcher.store_snapshot()  # the figures so far, for status and metrics
-            await self.store_metrics(run_id, self._admission_metrics.get(run_id, b""))
-            raise down from None
-        if watcher.shapes is not None:
-            self._listeners.remove(watcher.shapes.heard)
-        await watcher.store_snapshot()
-        await self.flush_routes()
-        return dispatcher.stats
+            return await run.run()
+        finally:
+            self._retire(run)
 
-    def _dispatcher(self, options: RunOptions, slots: SessionSlots, root: str | None, *, sessions: int) -> Dispatcher:
-        """The run's dispatcher over this engine's log and gateway, with the workforce's parts."""
-        base = DispatchOptions(
-            session_timeout=options.timeout,
-            start_ahead=max(16, 2 * options.max_concurrency),  # enough to fill every gateway slot twice
-            max_attempts=options.max_attempts,
-            limits=session_limits(options),
-        )
-        wf = self.workforce
-        parts = wf.dispatch_parts(base, sessions=sessions, root=root) if wf is not None else {"options": base}
-        return Dispatcher(
-            log=self.log,
-            gateway=self.gateway,
-            brain=Harness,
-            hands_for=lambda p: self.hands_for(p, root),
-            slots=slots,
-            clock=self.clock,
-            **parts,
-        )
+    async def dispatch(self, run_id: str, plan: Plan, options: RunOptions) -> DispatchStats:
+        """Run every session that has not ended; apply budget raises while it runs."""
+        run = self.coordinator(run_id, plan, options)
+        try:
+            return await run.dispatch()
+        finally:
+            if run.dispatcher is not None:
+                self._stats[run_id] = run.dispatcher.stats
 
-    async def _live_dedup(self, run_id: str, options: RunOptions, fresh: bool) -> LiveDedup:
-        """One consumer per dispatch; the aggregator (what is clustered so far) carries over. On resume
-        it is fed the results recorded so far."""
-        earlier = self._dedup.get(run_id)
-        aggregator = earlier.aggregator if earlier is not None else self._aggregator(run_id, options)
-        live = self._dedup[run_id] = LiveDedup(aggregator, clock=self.clock)
-        if not fresh:
-            recorded = await self.log.events_of_run(run_id, [EventType.RESULT_ITEM])
-            live.feed([ResultItem.from_dict(e.data) for e in recorded])
-        return live
-
-    async def _drive(
-        self,
-        watcher: RunTicker,
-        dispatcher: Dispatcher,
-        todo: list[tuple[str, Partition]],
-        by_sid: dict[str, Partition],
-        slots: SessionSlots,
-        live: LiveDedup,
-    ) -> None:
-        """One TaskGroup for the run: its sessions, the ticker, admission cycles, the provider watch and
-        the live dedup; returns once no session is left to run."""
-        stop = asyncio.Event()
-        async with asyncio.TaskGroup() as tg:
-            consumer = tg.create_task(live.consume())
-            tg.create_task(slots.run(stop))  # admission cycles (LocalSlots: returns at once)
-            health = tg.create_task(self._watch_provider())
-            runs = [tg.create_task(dispatcher.run(todo))]
-            poll = tg.create_task(watcher.poll_until(runs, dispatcher, by_sid, tg))
-            while True:
-                # The watcher may add runs while we wait; no await between the check and the cancel.
-                while pending := [t for t in runs if not t.done()]:
-                    await asyncio.wait(pending)
-                poll.cancel()
-                # a raise that came in just as the last session paused still counts
-                if not await watcher.tick(runs, dispatcher, by_sid, tg):
-                    break
-                poll = tg.create_task(watcher.poll_until(runs, dispatcher, by_sid, tg))
-            health.cancel()
-            stop.set()
-            live.finish()
-            await consumer
-
-    async def _shape_watch(self, run_id: str, options: RunOptions, fresh: bool) -> ShapeWatch | None:
-        """With fleet.yaml ``supervision.shape.pause``: the run's live shape tallies (seeded from the
-        log on resume), which the ticker asks for sessions to pause."""
-        policy = load_config(options.config_path).supervision.shape
-        if not policy.pause:
-            return None
-        watch = ShapeWatch(run_id, policy)
-        if not fresh:
-            watch.heard(await self.log.events_of_run(run_id, _SHAPE_WATCH_TYPES))
-            alarms = [e.data for e in await self.log.get_events(run_id) if e.type == EventType.ALARM]
-            watch.recorded([f"{a.get('kind')}:{a.get('subject')}" for a in alarms])
-        self._listeners.append(watch.heard)
-        return watch
-
-    async def pause_outliers(self, run_id: str, watch: ShapeWatch) -> None:
-        """Pause every running session the watch names, through its budget: its token cap becomes what it
-        has spent, so its next call is refused and it pauses (never killed); ``budget raise`` lets it go on."""
-        alarms = watch.due()
-        for a in alarms:
-            sid = a.session_id or ""
-            spent = self.gateway.book.account(AccountScope.SESSION, sid).spent_tokens
-            self.gateway.set_session_budget(sid, tokens=max(1, spent))
-        if alarms:
-            await self.log.emit_events(run_id, [(EventType.ALARM, {**a.to_event(), "paused": True}) for a in alarms])
-
-    async def _watch_provider(self) -> None:
-        """Stop the run (raise ProviderDown) once the gateway says its provider cannot serve it."""
-        while (down := self.gateway.provider_down()) is None:
-            await asyncio.sleep(0.2)
-        raise down
-
-    def hands_for(self, partition: Partition, root: str | None) -> Hands:
-        if self.workforce is not None:
-            return self.workforce.hands_for(partition, root)
-        if partition.kind is InputKind.DIRECTORY and root is not None:
-            return PartitionFiles(root, partition.items)
-        return _NoHands()
-
-    def stats(self, run_id: str | None = None) -> DispatchStats | None:
-        """A run's dispatch figures (default: the run dispatched last); None before its dispatch."""
-        live = self._live.get(run_id or self._last_run or "")
-        return live.dispatcher.stats if live is not None and live.dispatcher is not None else None
-
-    # -- phase 3: aggregate ---------------------------------------------------------------------
     async def aggregate(self, run_id: str, options: RunOptions, plan: Plan | None = None) -> RunReport:
-        if plan is None:
-            _, plan = await load_run(self.log, run_id)
-        sessions = await self.log.list_sessions(run_id)
-        events = await self.log.events_of_run(run_id)
+        """Phase 3 alone: the final pass over every recorded result, verification, the report."""
+        run = self._runs.get(run_id)  # dispatched here: what it built carries over
+        if run is None:
+            if plan is None:
+                _, plan = await load_run(self.log, run_id)
+            run = self._runs[run_id] = RunCoordinator(self, run_id, plan, options)
+        try:
+            return await run.report()
+        finally:
+            self._retire(run)
+
+    def _retire(self, run: RunCoordinator) -> None:
+        if run.dispatcher is not None:
+            self._stats[run.run_id] = run.dispatcher.stats
+        if self._runs.get(run.run_id) is run:
+            del self._runs[run.run_id]
+        if run.aggregator is not None and run.aggregator.cache is not None:
+            run.aggregator.cache.close()
+
+    async def write_report(
+        self,
+        run_id: str,
+        options: RunOptions,
+        plan: Plan,
+        *,
+        status: str,
+        sessions: list[SessionRecord],
+        events: list[Event],
+        unique: list[ResultItem],
+        agg: AggregateStats,
+        verification: dict[str, Any] | None,
+    ) -> RunReport:
+        """The run's outputs from the state built while it ran: summary.json, results.jsonl, report.md,
+        metrics.prom; its model signals and final metrics snapshot; its end event."""
         out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
-        unique, agg = await self._deduplicate(run_id, options, events)
-        status = run_status(sessions)
-        config = await asyncio.to_thread(load_config, options.config_path)
-        await record_shape_alarms(self.log, run_id, config.supervision.shape, events=events)
-        verified = None
-        if status in ("completed", "partial") and unique:
-            verified = await verify_run(
-                log=self.log,
-                gateway=self.gateway,
-                run_id=run_id,
-                plan=plan,
-                run_model=options.model,
-                config=config,
-                unique=unique,
-            )
-            if verified is not None:
-                unique = verified.results
+        review_config = self.config.supervision
         run_events = await self.log.get_events(run_id)
         figures = run_figures(sessions, events, run_events)
         run_rec = await self.log.get_session(run_id)
         created_at = run_rec.created_at if run_rec else time.time()
-        duration_s = round(time.time() - created_at, 3)
-        review = review_queue(run_id, run_events, events, config.supervision)
+        review = review_queue(run_id, run_events, events, review_config)
         audit = decision_audit(run_events, events, review)
         summary = run_summary(
             run_id=run_id,
@@ -406,77 +384,67 @@ class Engine:
             figures=figures,
             results_unique=len(unique),
             agg=agg,
-            duration_s=duration_s,
+            duration_s=round(time.time() - created_at, 3),
             out_dir=out_dir,
-            verification=verified.summary if verified is not None else None,
+            verification=verification,
             review=review,
             audit=audit,
             run_events=run_events,
         )
         await store_model_signals(self.log, run_id, events, run_events, now=time.time())
-        final = final_snapshot(run_id, figures, agg, concurrency_limit=self.gateway.limiter.total)
-        metrics_text = render(final, admission=self._admission_metrics.get(run_id, b""))
-        await self.log.put_snapshot(metrics_key(run_id), self._metrics_snapshot(run_id, metrics_text))
-        spans = timeline(events, created_at)
-        sections = [audit_markdown(audit, review)]
+        sessions_by_state = {str(k): v for k, v in figures.sessions.items()}
+        final = fleet_snapshot(
+            run_id,
+            models=recorded_models(figures),
+            sessions=sessions_by_state,
+            dedup=agg,
+            concurrency_limit=self.gateway.limiter.total,
+        )
+        metrics_text = await self._put_metrics(run_id, final)
+        spans, sections = timeline(events, created_at), [audit_markdown(audit, review)]
         await asyncio.to_thread(write_outputs, out_dir, summary, unique, timeline=spans, sections=sections)
         await asyncio.to_thread((out_dir / "metrics.prom").write_bytes, metrics_text)
-        end_type = {
-            "completed": EventType.RUN_COMPLETED,
-            "paused": EventType.RUN_PAUSED,
-            "interrupted": EventType.RUN_INTERRUPTED,
-        }.get(status, EventType.RUN_FAILED)
+        end_type = _END_TYPES.get(status, EventType.RUN_FAILED)
         brief = {k: summary[k] for k in ("status", "results_raw", "results_unique", "dedup_rate", "cost_usd")}
         await self.log.emit_event(run_id, end_type, {"summary": brief})
         return RunReport(run_id, summary, tuple(unique), out_dir)
 
-    async def _deduplicate(
-        self, run_id: str, options: RunOptions, events: Sequence[Event]
-    ) -> tuple[list[ResultItem], AggregateStats]:
-        """Every recorded result through the run's aggregator (the live one, if it dispatched here):
-        the unique results and the dedup figures, stored as the run's dedup snapshot."""
-        raw = [ResultItem.from_dict(ev.data) for ev in events if ev.type == EventType.RESULT_ITEM]
-        live = self._dedup.pop(run_id, None)
-        aggregator = live.aggregator if live is not None else self._aggregator(run_id, options)
-        try:
-            await aggregator.extend(raw)  # what live dedup has not reached: no streaming decision redone at once
-            unique = await aggregator.finalize()
-            agg = aggregator.stats()
-            await self.log.put_snapshot(snapshot_key(run_id), agg.to_dict())
-            await self.record_embeddings(run_id)
-        finally:
-            if aggregator.cache is not None:
-                aggregator.cache.close()
-        return unique, agg
-
     # -- lifecycle --------------------------------------------------------------------------------
-    async def shutdown(self) -> None:
+    def coordinators(self) -> list[RunCoordinator]:
+        """The coordinators of the runs this engine drives now."""
+        return list(self._runs.values())
+
+    async def stop_runs(self, grace: float = DEFAULT_GRACE_S) -> None:
+        """Stop every run this engine drives, all at once: notify → drain → ``grace`` seconds → cancel
+        (see :class:`~agent_fleet.engine.run.RunCoordinator`). Each is left resumable."""
+        runs = self.coordinators()
+        if runs:
+            await asyncio.gather(*(run.shutdown(grace) for run in runs))
+        for run in runs:
+            self._retire(run)
+
+    async def shutdown(self, grace: float = DEFAULT_GRACE_S) -> None:
+        """Stop every run this engine drives (:meth:`stop_runs`), then close its parts in reverse
+        order of building. Safe to call twice."""
         if self._closed:
             return
         self._closed = True
-        for live in self._dedup.values():
-            if live.aggregator.cache is not None:
-                live.aggregator.cache.close()
-        if self.workforce is not None:
-            try:
-                await self.workforce.aclose()
-            except Exception:  # the gateway and the store must close all the same
-                _logger.exception("closing the workforce failed")
-        close = getattr(self.gateway, "aclose", None)
-        if close is not None:
-            await close()
-        if self.lease is not None:  # given back first (its epoch is kept: the writes still queued land)
-            await self.lease.release()
-        await self.log.close()
+        try:
+            await self.stop_runs(grace)
+        finally:
+            await self._parts.aclose()
 
 
-_SHAPE_WATCH_TYPES = (
-    EventType.SESSION_CREATED,
-    EventType.MODEL_RESPONSE,
-    EventType.TOOL_CALL,
-    EventType.SESSION_STARTED,
-    EventType.SESSION_RESUMED,
-    EventType.SESSION_PAUSED,
-    EventType.SESSION_COMPLETED,
-    EventType.SESSION_FAILED,
-)
+_END_TYPES = {
+    "completed": EventType.RUN_COMPLETED,
+    "paused": EventType.RUN_PAUSED,
+    "interrupted": EventType.RUN_INTERRUPTED,
+}
+
+
+async def close_workforce(workforce: Workforce) -> None:
+    """Close the workforce; a failure is logged, so the gateway and the store close all the same."""
+    try:
+        await workforce.aclose()
+    except Exception:
+        _logger.exception("closing the workforce failed")

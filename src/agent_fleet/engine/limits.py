@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent_fleet.brain.context import ContextCare
 from agent_fleet.brain.step import Limits
-from agent_fleet.config import load_config
+from agent_fleet.config import FleetConfig
 from agent_fleet.options import RunOptions
 from agent_fleet.spend.factory import price_table
 from agent_fleet.spend.guards import RunawayGuard
@@ -12,9 +12,8 @@ from agent_fleet.spend.guards import RunawayGuard
 __all__ = ["session_limits"]
 
 
-def session_limits(options: RunOptions) -> Limits:
+def session_limits(options: RunOptions, config: FleetConfig) -> Limits:
     """Per-session limits: max turns, the runaway guard of fleet.yaml ``guards``, its context care."""
-    config = load_config(options.config_path)
     guards = config.guards
     max_turns = options.max_turns or guards.max_turns
 

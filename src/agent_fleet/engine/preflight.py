@@ -7,30 +7,35 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet.admission import KueueObjects, default_objects, load_kueue_yaml
-from agent_fleet.config import load_config
+from agent_fleet.config import FleetConfig
 from agent_fleet.errors import ConfigError, UsageError
 from agent_fleet.options import RunOptions
 
-__all__ = ["EMBEDDERS", "admission_objects", "check_embedder", "check_run_options"]
+__all__ = ["EMBEDDERS", "admission_objects", "check_embedder", "check_run_options", "configured_queues"]
 
 EMBEDDERS = ("auto", "lexical", "minilm", "local", "provider")
 
 
-def admission_objects(options: RunOptions) -> KueueObjects:
-    """The Kueue objects a run is admitted by: fleet.yaml ``queues:`` (a file beside it, or inline),
-    else the default ClusterQueue sized to the run. Raises ConfigError (one line)."""
-    config = load_config(options.config_path)
+def configured_queues(config: FleetConfig, config_path: str | None) -> KueueObjects | None:
+    """The Kueue objects of fleet.yaml ``queues:`` (a file beside it, or inline); None without it.
+    Reads the file: call it off the event loop. Raises ConfigError (one line)."""
     if config.queues is None:
-        return default_objects(options.agents)
+        return None
     source: Any = config.queues
     if isinstance(source, str) and "\n" not in source.strip():
         path = Path(source)
-        if options.config_path and not path.is_absolute():
-            path = Path(options.config_path).resolve().parent / path
+        if config_path and not path.is_absolute():
+            path = Path(config_path).resolve().parent / path
         if not path.is_file():
-            raise ConfigError(f"{options.config_path or 'fleet.yaml'}: queues: no such file {str(path)!r}")
+            raise ConfigError(f"{config_path or 'fleet.yaml'}: queues: no such file {str(path)!r}")
         source = path
     return load_kueue_yaml(source)
+
+
+def admission_objects(options: RunOptions, config: FleetConfig) -> KueueObjects:
+    """The Kueue objects a run is admitted by: fleet.yaml ``queues:``, else the default ClusterQueue
+    sized to the run. Raises ConfigError (one line)."""
+    return configured_queues(config, options.config_path) or default_objects(options.agents)
 
 
 def check_embedder(options: RunOptions) -> None:
@@ -39,11 +44,11 @@ def check_embedder(options: RunOptions) -> None:
         raise UsageError(f"unknown embedder {options.embedder!r}: use auto, lexical, minilm or provider")
 
 
-def check_run_options(options: RunOptions) -> None:
+def check_run_options(options: RunOptions, config: FleetConfig) -> None:
     """What would fail a run once started, found before it is recorded: its --embedder, fleet.yaml,
     the queues file, the --queue and --priority names. Raises ConfigError/UsageError (exit 2)."""
     check_embedder(options)
-    objects = admission_objects(options)
+    objects = admission_objects(options, config)
     queue = options.queue or "default"
     if objects.resolve_local_queue(queue) is None:
         known = ", ".join(sorted(objects.local_queues)) or "none"

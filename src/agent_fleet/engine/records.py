@@ -10,7 +10,7 @@ import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from agent_fleet.config import load_config
+from agent_fleet.config import QualityPolicy
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.ids import session_id_for
 from agent_fleet.domain.plan import Partition, Plan
@@ -72,17 +72,19 @@ async def create_sessions(
     run_id: str,
     plan: Plan,
     options: RunOptions,
+    quality: QualityPolicy,
     existing: Collection[str] | None = None,
 ) -> None:
     """Record the plan's sessions not in ``existing`` (default: the store's), each with the model its
-    route picks when fleet.yaml declares tiers."""
+    route picks when fleet.yaml declares tiers (a model fleet.yaml ``supervision.quality`` demotes
+    is not picked)."""
     if existing is None:
         existing = {r.session_id for r in await log.list_sessions(run_id)}
     missing = [p for p in plan.partitions if session_id_for(run_id, p.index) not in existing]
     if not missing:
         return
 
-    demoted = await _demoted(log, run_id, options) if router is not None else {}
+    demoted = await _demoted(log, run_id, quality) if router is not None else {}
 
     async def create(p: Partition) -> None:
         sid = session_id_for(run_id, p.index)
@@ -111,10 +113,9 @@ async def create_sessions(
             tg.create_task(create(p))
 
 
-async def _demoted(log: SessionLog, run_id: str, options: RunOptions) -> dict[str, tuple[str, ...]]:
+async def _demoted(log: SessionLog, run_id: str, policy: QualityPolicy) -> dict[str, tuple[str, ...]]:
     """Models under fleet.yaml ``supervision.quality`` over the recent runs; each demotion not
     recorded in the run yet becomes a ``model_demoted`` event of its stream."""
-    policy = load_config(options.config_path).supervision.quality
     if not policy.enabled:
         return {}
     signals = await recent_model_signals(log, policy, now=time.time())

@@ -20,20 +20,43 @@ from agent_fleet.spend.forecast import beside_actuals
 from agent_fleet.spend.meter import Tally
 from agent_fleet.supervise import ReviewItem, queue_counts
 
-__all__ = ["ended_report", "final_snapshot", "live_snapshot", "run_status", "run_summary", "timeline"]
+__all__ = [
+    "dispatch_sessions",
+    "ended_report",
+    "fleet_snapshot",
+    "metered_models",
+    "recorded_models",
+    "run_status",
+    "run_summary",
+    "timeline",
+]
 
 
-def live_snapshot(
+def fleet_snapshot(
     run_id: str,
     *,
-    models: Mapping[str, Tally],
-    stats: DispatchStats | None,
+    models: Mapping[str, ModelFigures],
+    sessions: Mapping[str, int],
     dedup: AggregateStats | None,
     concurrency_limit: int,
-    in_flight: int,
+    in_flight: int = 0,
 ) -> FleetSnapshot:
-    """The figures of a running run: the gateway meter's models, the dispatcher's sessions, the live dedup."""
-    figures = {
+    """The figures behind ``fleet_*`` metrics, live or final: the one builder of a run's snapshot."""
+    return FleetSnapshot(
+        run_id=run_id,
+        models=models,
+        concurrency_limit=concurrency_limit,
+        in_flight=in_flight,
+        sessions=sessions,
+        dedup_ratio=None if dedup is None else dedup.dedup_rate,
+        results_raw=0 if dedup is None else dedup.raw,
+        results_unique=0 if dedup is None else dedup.unique,
+    )
+
+
+def metered_models(models: Mapping[str, Tally]) -> dict[str, ModelFigures]:
+    """Per model, what the gateway's meter counted (a running run's figures)."""
+    return {
         name: ModelFigures(
             input_tokens=t.input_tokens,
             output_tokens=t.output_tokens,
@@ -44,49 +67,34 @@ def live_snapshot(
         )
         for name, t in models.items()
     }
-    sessions = {}
-    if stats is not None:
-        sessions = {
-            "queued": stats.queued,
-            "active": stats.active,
-            "completed": stats.completed,
-            "failed": stats.failed,
-            "paused": stats.paused,
-        }
-    return FleetSnapshot(
-        run_id=run_id,
-        models=figures,
-        concurrency_limit=concurrency_limit,
-        in_flight=in_flight,
-        sessions=sessions,
-        dedup_ratio=None if dedup is None else dedup.dedup_rate,
-        results_raw=0 if dedup is None else dedup.raw,
-        results_unique=0 if dedup is None else dedup.unique,
-    )
 
 
-def final_snapshot(run_id: str, figures: RunFigures, agg: AggregateStats, *, concurrency_limit: int) -> FleetSnapshot:
-    """The figures of an aggregated run, read from its log (nothing in flight)."""
-    return FleetSnapshot(
-        run_id=run_id,
-        models={
-            m: ModelFigures(
-                input_tokens=f["input_tokens"],
-                output_tokens=f["output_tokens"],
-                cached_input_tokens=f["cached_input_tokens"],
-                calls=f["calls"],
-                cost_usd=float(f["cost_usd"]),
-                errors=f.get("errors", {}),
-            )
-            for m, f in figures.per_model.items()
-        },
-        concurrency_limit=concurrency_limit,
-        in_flight=0,
-        sessions={str(k): v for k, v in figures.sessions.items()},
-        dedup_ratio=agg.dedup_rate,
-        results_raw=agg.raw,
-        results_unique=agg.unique,
-    )
+def recorded_models(figures: RunFigures) -> dict[str, ModelFigures]:
+    """Per model, what the run's log holds (an aggregated run's figures)."""
+    return {
+        m: ModelFigures(
+            input_tokens=f["input_tokens"],
+            output_tokens=f["output_tokens"],
+            cached_input_tokens=f["cached_input_tokens"],
+            calls=f["calls"],
+            cost_usd=float(f["cost_usd"]),
+            errors=f.get("errors", {}),
+        )
+        for m, f in figures.per_model.items()
+    }
+
+
+def dispatch_sessions(stats: DispatchStats | None) -> dict[str, int]:
+    """Sessions by state as a running dispatch counts them (none before it starts)."""
+    if stats is None:
+        return {}
+    return {
+        "queued": stats.queued,
+        "active": stats.active,
+        "completed": stats.completed,
+        "failed": stats.failed,
+        "paused": stats.paused,
+    }
 
 
 def run_summary(

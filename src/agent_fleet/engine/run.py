@@ -1,175 +1,431 @@
-"""The phase API: ``plan_run`` (phase 1), ``estimate``, and ``deploy`` / ``resume``, which open an
-engine and take a recorded run through dispatch (phase 2) and aggregation (phase 3)."""
+"""One run an engine drives, from its first session to its report: :class:`RunCoordinator`.
+
+The coordinator owns the run's TaskGroup: the sessions (its dispatcher, behind a
+:class:`~agent_fleet.engine.door.RunDoor`), the admission cycles, the provider watch, the ticker
+(budget raises, paused sessions, snapshots), the live deduplication and the verification that starts
+while the last sessions still run (:mod:`agent_fleet.engine.verification`). When no session is left
+the final pass clusters what live deduplication has not, the sample is settled and the report is
+written from the state they built; in :meth:`RunCoordinator.run` all of that overlaps in one group.
+
+Shutdown follows the Temporal SDK's worker: **notify** (no session is admitted any more, each
+running one is asked to stop at its turn boundary — the call in flight is answered and recorded
+first — and verification starts no new call), **drain** (wait until no session holds a slot and no
+verifier call is in flight), **grace** (at most that long, on the engine's clock), **cancel** (the
+task driving the run is cancelled, as an interrupt would). Every session is left resumable from its
+log. :meth:`RunCoordinator.shutdown` is safe to call twice, and from several tasks at once.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Callable, Mapping
-from dataclasses import replace
-from pathlib import Path
-from typing import Any
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING
 
-from agent_fleet.config import load_config
-from agent_fleet.decompose import decompose
-from agent_fleet.decompose.subtasks import needs_planner
-from agent_fleet.dispatch.slots import SessionSlots
-from agent_fleet.domain.events import EventType, SessionState
-from agent_fleet.domain.ids import new_run_id
-from agent_fleet.domain.plan import Plan
-from agent_fleet.engine.compose import open_engine, run_gateway
-from agent_fleet.engine.core import Engine
-from agent_fleet.engine.forecasting import forecast_for, learned_prior, observed_latency
-from agent_fleet.engine.planning import plan_goal
-from agent_fleet.engine.preflight import check_embedder, check_run_options
-from agent_fleet.engine.records import load_run, owner
-from agent_fleet.engine.report import ended_report
-from agent_fleet.errors import FleetError
-from agent_fleet.options import RunOptions, RunReport, session_tokens, with_config
-from agent_fleet.session.store import open_store, resolve_store_url
+from agent_fleet.aggregate import AggregateStats, Aggregator
+from agent_fleet.aggregate.aggregator import DecisionKind
+from agent_fleet.aggregate.live import LiveDedup, snapshot_key
+from agent_fleet.clock import timeout
+from agent_fleet.dispatch.runner import Dispatcher, DispatchStats
+from agent_fleet.domain.events import Event, EventType, SessionRecord
+from agent_fleet.domain.ids import session_id_for
+from agent_fleet.domain.plan import InputKind, Partition, Plan
+from agent_fleet.domain.results import ResultItem
+from agent_fleet.engine.door import RunDoor
+from agent_fleet.engine.records import create_sessions
+from agent_fleet.engine.report import run_status
+from agent_fleet.engine.run_ticker import RunTicker
+from agent_fleet.engine.verification import RunVerification, VerificationOutcome
+from agent_fleet.errors import ProviderDown, ProviderError, cause_of
+from agent_fleet.options import RunOptions, RunReport
+from agent_fleet.supervise import ShapeWatch, record_shape_alarms
 
-__all__ = ["deploy", "estimate", "plan_run", "resume"]
+if TYPE_CHECKING:
+    from agent_fleet.engine.core import Engine
 
+__all__ = ["DEFAULT_GRACE_S", "RunCoordinator"]
 
-def plan_run(options: RunOptions) -> Plan:
-    """Phase 1: decompose the task and input into a checked plan."""
-    return decompose(options.task, options.input_path, agents=options.agents, budget_tokens=session_tokens(options))
+DEFAULT_GRACE_S = 10.0  # how long a shutdown lets the sessions in flight reach their turn boundary
 
-
-async def estimate(options: RunOptions, *, store_url: str | None = None) -> dict[str, Any]:
-    """``deploy --dry-run`` / ``agent-fleet estimate``: decompose and forecast; nothing is run or recorded."""
-    options = await _resolved(options)
-    config = await asyncio.to_thread(load_config, options.config_path)
-    plan = await asyncio.to_thread(plan_run, options)
-    if needs_planner(options.task, options.input_path, options.agents):
-        plan = await _planned_for_estimate(options, plan)
-    latency = prior = None
-    url = resolve_store_url(store_url)
-    if not url.startswith("sqlite:///") or await asyncio.to_thread(os.path.exists, url.removeprefix("sqlite:///")):
-        async with open_store(url) as log:
-            latency = await observed_latency(log)
-            prior = await learned_prior(log, options, plan)
-    return {
-        "task": options.task,
-        "input": options.input_path,
-        "plan": {
-            "partitions": len(plan.partitions),
-            "scopes": [{"id": p.id, "items": list(p.items)} for p in plan.partitions],
-            "items": plan.total_items,
-            "depth": plan.root.depth(),
-            "largest_partition_tokens": max((p.est_tokens for p in plan.partitions), default=0),
-            "notes": list(plan.notes),
-        },
-        "forecast": forecast_for(options, plan, config, latency, prior),
-    }
+_REPORTED = ("completed", "partial")  # the statuses whose results are verified
+_AHEAD_FROM = 0.5  # share of the sessions ended from which verification may judge ahead
+_PREPARE_AT = (0.9,)  # shares of the sessions ended at which the final pass is run ahead
 
 
-async def _planned_for_estimate(options: RunOptions, fallback: Plan) -> Plan:
-    """A goal's plan for ``estimate``: the planner's call is made (and metered) but nothing is recorded;
-    a deploy plans again. Without a reachable provider, the one-session plan and a note saying so."""
-    try:
-        gateway = await run_gateway(options, run_id="estimate", api_key=None, env=None, clock=None, check=True)
-    except FleetError as exc:
-        note = f"the task is a goal: deploy plans it with one model call; the planner was not asked here ({exc})"
-        return replace(fallback, notes=(*fallback.notes, note))
-    try:
-        plan, record = await plan_goal(gateway, "estimate", options)
-    finally:
-        await gateway.aclose()
-    note = f"planned by one model call ({record['usage'].get('input_tokens', 0)} + "
-    note += f"{record['usage'].get('output_tokens', 0)} tokens); deploy plans again and records its plan"
-    return replace(plan, notes=(*plan.notes, note))
+class RunCoordinator:
+    """One run of an :class:`~agent_fleet.engine.core.Engine` (module docstring). ``fresh``: the run
+    was just recorded by this engine (its sessions' logs hold only their creation). ``aggregator``:
+    what an earlier dispatch of the run in this engine has clustered so far."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        run_id: str,
+        plan: Plan,
+        options: RunOptions,
+        *,
+        fresh: bool = False,
+        aggregator: Aggregator | None = None,
+        grace: float = DEFAULT_GRACE_S,
+    ) -> None:
+        self.engine = engine
+        self.run_id = run_id
+        self.plan = plan
+        self.options = options
+        self.grace = grace
+        self.aggregator = aggregator
+        self.dispatcher: Dispatcher | None = None
+        self.door: RunDoor | None = None
+        self.live: LiveDedup | None = None
+        self.verification: RunVerification | None = None
+        self._fresh = fresh
+        self._ended_before = 0  # sessions that had ended before this dispatch
+        self._sessions_over = False
+        self._all_offered = False  # every recorded result went through the aggregator
+        self._notified = False
+        self._task: asyncio.Task[object] | None = None
+        self._ended = asyncio.Event()  # no task drives the run
+        self._ended.set()
+        self._stopping = asyncio.Lock()
+
+    # -- driving ----------------------------------------------------------------------------------
+    async def run(self) -> RunReport:
+        """Dispatch every session that has not ended, verify while the last ones run, report."""
+        async with self._driving():
+            if RunVerification.wanted(self.engine.config):
+                self.verification = await self._verification()
+            report = await self._drive(report=True)
+            assert report is not None
+            return report
+
+    async def dispatch(self) -> DispatchStats:
+        """Run every session that has not ended; apply budget raises while it runs."""
+        async with self._driving():
+            await self._drive(report=False)
+        assert self.dispatcher is not None
+        return self.dispatcher.stats
+
+    async def report(self) -> RunReport:
+        """After :meth:`dispatch` (or alone, for a run dispatched elsewhere): the final pass, the
+        verification and the report."""
+        async with self._driving():
+            self._sessions_over = True
+            if self.verification is None and RunVerification.wanted(self.engine.config):
+                self.verification = await self._verification()
+            return await self._report()
+
+    @contextlib.asynccontextmanager
+    async def _driving(self) -> AsyncIterator[None]:
+        if not self._ended.is_set():
+            raise RuntimeError(f"run {self.run_id} is already being driven")
+        self._task = asyncio.current_task()
+        self._ended.clear()
+        try:
+            yield
+        finally:
+            self._task = None
+            self._ended.set()
+
+    async def _drive(self, *, report: bool) -> RunReport | None:
+        todo, by_sid, ticker = await self._prepare()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                if report:
+                    tg.create_task(self._prepare_final())
+                    if self.verification is not None:
+                        tg.create_task(self.verification.run())
+                await self._sessions(tg, ticker, todo, by_sid)
+                await self._settle(ticker)
+                return await self._report() if report else None
+        except BaseExceptionGroup as group:
+            down = cause_of(group)
+            if isinstance(down, ProviderError) and down.exit_code == 4:  # refused credentials, from a session
+                down = self.engine.gateway.provider_down() or ProviderDown(str(down))
+            if isinstance(down, ProviderDown):
+                await self._settle(ticker)  # the figures so far, for status and metrics
+                await self.engine.store_metrics(self.run_id)
+                raise down from None
+            leaves = group.exceptions
+            if len(leaves) == 1 and not isinstance(leaves[0], BaseExceptionGroup):
+                raise leaves[0] from None  # one error stopped the run: it is the run's error
+            raise
+
+    async def _prepare(self) -> tuple[list[tuple[str, Partition]], dict[str, Partition], RunTicker]:
+        """The sessions left to run, the door and the dispatcher, the ticker, the live dedup."""
+        e, run_id, plan, options = self.engine, self.run_id, self.plan, self.options
+        records: dict[str, SessionRecord] = {}
+        if not self._fresh:
+            records = {r.session_id: r for r in await e.log.list_sessions(run_id)}
+            quality = e.config.supervision.quality
+            await create_sessions(e.log, e.gateway.router, run_id, plan, options, quality, existing=records)
+        by_sid = {session_id_for(run_id, p.index): p for p in plan.partitions}
+        todo = [(sid, p) for sid, p in by_sid.items() if sid not in records or not records[sid].state.terminal]
+        self._ended_before = len(by_sid) - len(todo)
+        root = plan.input_path if plan.kind is InputKind.DIRECTORY else None
+        self.door = RunDoor(e.slots_for(options))
+        if self._notified:
+            self.door.shut()
+        self.dispatcher = e.dispatcher_for(options, self.door, root, sessions=len(todo))
+        ticker = RunTicker(e, run_id, self.door.slots)
+        ticker.shapes = await self._shape_watch()
+        if not self._fresh:  # a fresh run has no raise nor result yet; a raise written meanwhile comes with the ticks
+            await ticker.apply_recorded()
+        ticker.live = self.live = await self._live_dedup()
+        return todo, by_sid, ticker
+
+    async def _sessions(
+        self, tg: asyncio.TaskGroup, ticker: RunTicker, todo: list[tuple[str, Partition]], by_sid: dict[str, Partition]
+    ) -> None:
+        """The sessions, the ticker, admission cycles, the provider watch and the live dedup; returns
+        once no session is left to run."""
+        dispatcher, door, live = self.dispatcher, self.door, self.live
+        assert dispatcher is not None and door is not None and live is not None
+        stop = asyncio.Event()
+        consumer = tg.create_task(live.consume())
+        tg.create_task(door.run(stop))  # admission cycles (LocalSlots: returns at once)
+        health = tg.create_task(self._watch_provider())
+        runs = [tg.create_task(dispatcher.run(todo))]
+        poll = tg.create_task(ticker.poll_until(runs, dispatcher, by_sid, tg))
+        while True:
+            # The ticker may add runs while we wait; no await between the check and the cancel.
+            while pending := [t for t in runs if not t.done()]:
+                await asyncio.wait(pending)
+            poll.cancel()
+            # a raise that came in just as the last session paused still counts
+            if not await ticker.tick(runs, dispatcher, by_sid, tg):
+                break
+            poll = tg.create_task(ticker.poll_until(runs, dispatcher, by_sid, tg))
+        self._sessions_over = True
+        health.cancel()
+        stop.set()
+        live.finish()
+        await consumer
+
+    async def _prepare_final(self) -> None:
+        """While the last sessions run, the final pass over the results so far (once 90 % of the
+        sessions ended): after the last session it then redoes only the scopes whose results changed
+        since."""
+        for share in _PREPARE_AT:
+            while not self._sessions_over and self._progress() < share:
+                await self.engine.clock.sleep(0.25)
+            if self._sessions_over or self.aggregator is None:
+                return
+            await self.aggregator.prepare_final()
+
+    async def _settle(self, ticker: RunTicker) -> None:
+        """The dispatch is over: its figures stored, its routing decisions recorded."""
+        if ticker.shapes is not None:
+            self.engine.unlisten(ticker.shapes.heard)
+            ticker.shapes = None
+        await ticker.store_snapshot()
+        await self.engine.flush_routes()
+
+    async def _watch_provider(self) -> None:
+        """Stop the run (raise ProviderDown) once the gateway says its provider cannot serve it."""
+        gateway, clock = self.engine.gateway, self.engine.clock
+        while (down := gateway.provider_down()) is None:
+            await clock.sleep(0.2)
+        raise down
+
+    async def _shape_watch(self) -> ShapeWatch | None:
+        """With fleet.yaml ``supervision.shape.pause``: the run's live shape tallies (seeded from the
+        log on resume), which the ticker asks for sessions to pause."""
+        e = self.engine
+        policy = e.config.supervision.shape
+        if not policy.pause:
+            return None
+        watch = ShapeWatch(self.run_id, policy)
+        if not self._fresh:
+            watch.heard(await e.log.events_of_run(self.run_id, _SHAPE_WATCH_TYPES))
+            alarms = [ev.data for ev in await e.log.get_events(self.run_id) if ev.type == EventType.ALARM]
+            watch.recorded([f"{a.get('kind')}:{a.get('subject')}" for a in alarms])
+        e.listen(watch.heard)
+        return watch
+
+    async def _live_dedup(self) -> LiveDedup:
+        """Results clustered as they are recorded (on resume, first those recorded so far); the
+        ones that open a cluster of their own are offered to the verification."""
+        e = self.engine
+        if self.aggregator is None:
+            self.aggregator = e.aggregator_for(self.run_id, self.options)
+        live = LiveDedup(self.aggregator, clock=e.clock, on_unique=self._offer)
+        if not self._fresh:
+            recorded = await e.log.events_of_run(self.run_id, [EventType.RESULT_ITEM])
+            live.feed([ResultItem.from_dict(ev.data) for ev in recorded])
+        return live
+
+    def heard(self, events: Sequence[Event]) -> None:
+        """Durable events of the run's sessions (the engine's tap): results go to the live dedup."""
+        if self.live is not None:
+            self.live.heard(events)
+
+    def _offer(self, results: list[ResultItem]) -> None:
+        if self.verification is not None and results:
+            self.verification.offer(results)
+
+    # -- verification -----------------------------------------------------------------------------
+    async def _verification(self) -> RunVerification:
+        e = self.engine
+        earlier = [] if self._fresh else await e.log.get_events(self.run_id)
+        v = RunVerification(
+            gateway=e.gateway,
+            log=e.log,
+            run_id=self.run_id,
+            plan=self.plan,
+            config=e.config,
+            run_model=self.options.model,
+            clock=e.clock,
+            run_events=earlier,
+        )
+        v.demand = self._demand
+        v.progress = self._progress
+        v.pending = self._pending
+        v.ahead = self._ahead
+        if self._notified:
+            v.close()
+        return v
+
+    def _demand(self) -> int:
+        """Slots the run's sessions may still ask for: one per session admitted or waiting."""
+        stats = self.dispatcher.stats if self.dispatcher is not None else None
+        return 0 if self._sessions_over or stats is None else stats.active + stats.queued
+
+    def _progress(self) -> float:
+        """The share of the run's sessions that ended (paused ones included: they add no result)."""
+        stats = self.dispatcher.stats if self.dispatcher is not None else None
+        if self._sessions_over or stats is None or not self.plan.partitions:
+            return 1.0
+        ended = self._ended_before + stats.completed + stats.failed + stats.paused
+        return ended / len(self.plan.partitions)
+
+    def _ahead(self) -> bool:
+        """Verification may start ahead of the final results once half the sessions ended (the sample's
+        size is projected from them) and while no session is paused: a run that ends paused reports no
+        verification, and budgets are short there."""
+        stats = self.dispatcher.stats if self.dispatcher is not None else None
+        return self._progress() >= _AHEAD_FROM and (stats is None or stats.paused == 0)
+
+    def _pending(self) -> int:
+        """Results heard and not clustered yet (the final pass offers them)."""
+        return 0 if self._all_offered or self.live is None else self.live.unclustered
+
+    # -- the report -------------------------------------------------------------------------------
+    async def _report(self) -> RunReport:
+        """The final pass over every recorded result, the verification's sample, the report."""
+        e, run_id = self.engine, self.run_id
+        sessions = await e.log.list_sessions(run_id)
+        status = run_status(sessions)
+        verification = self.verification
+        if verification is not None and status not in _REPORTED:
+            await verification.abandon()
+            verification = None
+        async with asyncio.TaskGroup() as tg:  # the log is read back while the final pass runs
+            reading = tg.create_task(e.log.events_of_run(run_id))
+            unique, agg, recorded = await self._deduplicate(reading)
+        events = reading.result()
+        if verification is not None and not unique:
+            await verification.abandon()
+            verification = None
+        await record_shape_alarms(e.log, run_id, e.config.supervision.shape, events=events)
+        verified: VerificationOutcome | None = None
+        if verification is not None:
+            verified = await verification.finish(unique, recorded)
+            unique = verified.results
+        return await e.write_report(
+            run_id,
+            self.options,
+            self.plan,
+            status=status,
+            sessions=sessions,
+            events=events,
+            unique=unique,
+            agg=agg,
+            verification=verified.summary if verified is not None else None,
+        )
+
+    async def _deduplicate(
+        self, reading: asyncio.Task[list[Event]]
+    ) -> tuple[list[ResultItem], AggregateStats, Callable[[str], ResultItem | None]]:
+        """The final pass over what live deduplication built (if the run dispatched here), while the
+        log is ``reading``; then the recorded results it had not seen, if any, and the pass again.
+        Returns the unique results, the dedup figures (stored as the run's dedup snapshot) and each
+        result as it was recorded."""
+        e = self.engine
+        aggregator = self.aggregator or e.aggregator_for(self.run_id, self.options)
+        self.aggregator = None  # the run's aggregator is spent: its cache closes below
+        try:
+            if self.live is not None:
+                await self.live.drain()
+            self._all_offered = True
+            unique = await aggregator.finalize() if len(aggregator) else []
+            recorded = {ev.data["id"]: ev.data for ev in await reading if ev.type == EventType.RESULT_ITEM}
+            unseen = [ResultItem.from_dict(data) for rid, data in recorded.items() if rid not in aggregator]
+            if unseen or not len(aggregator):
+                decisions = await aggregator.add_many(unseen)
+                self._offer([r for r, d in zip(unseen, decisions, strict=True) if d.kind is DecisionKind.NEW])
+                unique = await aggregator.finalize()
+            agg = aggregator.stats()
+            await e.log.put_snapshot(snapshot_key(self.run_id), agg.to_dict())
+            await e.record_embeddings(self.run_id)
+        finally:
+            if aggregator.cache is not None:
+                aggregator.cache.close()
+
+        def as_recorded(result_id: str) -> ResultItem | None:
+            data = recorded.get(result_id)
+            return None if data is None else ResultItem.from_dict(data)
+
+        return unique, agg, as_recorded
+
+    # -- shutdown ---------------------------------------------------------------------------------
+    def notify(self) -> None:
+        """Admit no session any more, ask each running one to stop at its turn boundary, start no
+        verifier call. Safe to call twice."""
+        self._notified = True
+        door, dispatcher = self.door, self.dispatcher
+        if door is not None and not door.is_shut:
+            door.shut()
+            if dispatcher is not None:
+                for sid in door.holders():
+                    dispatcher.preempt(sid, "shutdown")
+        if self.verification is not None:
+            self.verification.close()
+
+    async def shutdown(self, grace: float | None = None) -> None:
+        """Notify → drain → grace → cancel (module docstring); returns once no task drives the run.
+        ``grace``: seconds of the engine's clock the drain may take (default: the coordinator's)."""
+        self.notify()
+        async with self._stopping:
+            task = self._task
+            if task is None or task is asyncio.current_task() or self._ended.is_set():
+                return
+            with contextlib.suppress(TimeoutError):
+                async with timeout(self.engine.clock, self.grace if grace is None else grace):
+                    await self._drained()
+            if not self._ended.is_set():
+                task.cancel()
+            await self._ended.wait()
+
+    async def _drained(self) -> None:
+        """Until no session holds a slot and no verifier call is in flight. Once the door is shut and
+        verification closed neither starts again, and a run that ended holds neither."""
+        if self.door is not None:
+            await self.door.idle.wait()
+        if self.verification is not None:
+            await self.verification.idle.wait()
+
+    def __repr__(self) -> str:
+        state = "stopping" if self._notified else ("idle" if self._ended.is_set() else "running")
+        return f"RunCoordinator({self.run_id}, {state}, dispatcher={self.dispatcher!r})"
 
 
-async def _resolved(options: RunOptions) -> RunOptions:
-    """Absolute paths (a run may be resumed from elsewhere) and fleet.yaml defaults filled in."""
-    if options.input_path is not None:
-        options = replace(options, input_path=await asyncio.to_thread(os.path.abspath, options.input_path))
-    if options.config_path is not None:
-        options = replace(options, config_path=await asyncio.to_thread(os.path.abspath, options.config_path))
-    return with_config(options, await asyncio.to_thread(load_config, options.config_path))
-
-
-async def deploy(
-    options: RunOptions,
-    *,
-    store_url: str | None = None,
-    api_key: str | None = None,
-    env: Mapping[str, str] | None = None,
-    on_start: Callable[[str, Engine], None] | None = None,
-    slots: SessionSlots | None = None,
-    run_id: str | None = None,
-) -> RunReport:
-    """Decompose → dispatch → aggregate, end to end. ``on_start(run_id, engine)`` is called once the
-    run is recorded (progress displays use ``engine.stats()``). ``run_id`` names the new run (a
-    caller that must record the id before the run starts, e.g. a workflow's checkpoint)."""
-    options = await _resolved(options)
-    if slots is None:  # the caller's own slots admit by their own rules
-        await asyncio.to_thread(check_run_options, options)
-    else:
-        check_embedder(options)
-    planned = needs_planner(options.task, options.input_path, options.agents)
-    plan = None if planned else await asyncio.to_thread(plan_run, options)
-    run_id = run_id or new_run_id()
-    if options.out_dir is None:
-        options = replace(options, out_dir=str(Path.cwd() / ".fleet" / "runs" / run_id))
-    async with open_engine(
-        options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots
-    ) as engine:
-        planner = None
-        if plan is None:  # a goal: one orchestrator call plans it (recorded with the plan, never repeated)
-            plan, planner = await plan_goal(engine.gateway, run_id, options)
-        config = await asyncio.to_thread(load_config, options.config_path)
-        prior = await learned_prior(engine.log, options, plan)
-        predicted = forecast_for(options, plan, config, await observed_latency(engine.log), prior)
-        await engine.create_run(plan, options, run_id=run_id, forecast=predicted, planner=planner)
-        return await _run_to_the_end(engine, run_id, plan, options, on_start)
-
-
-async def resume(
-    run_id: str,
-    *,
-    store_url: str | None = None,
-    api_key: str | None = None,
-    env: Mapping[str, str] | None = None,
-    on_start: Callable[[str, Engine], None] | None = None,
-    slots: SessionSlots | None = None,
-    wait: bool = False,
-    retry_failed: bool = False,
-) -> RunReport:
-    """Continue an interrupted, crashed or budget-paused run from its log. Raises RunOwned while
-    another live engine owns the run, unless ``wait`` (then it waits for the lease).
-
-    A run that has ended is left as it is and its recorded summary returned (``on_start`` is not
-    called), unless ``retry_failed`` and some session failed for good: those run again, from their
-    logs, and the run is aggregated anew."""
-    log = open_store(resolve_store_url(store_url))
-    async with log:
-        options, plan = await load_run(log, run_id)
-        record = await log.get_session(run_id)
-        failed = [s for s in await log.list_sessions(run_id) if s.state is SessionState.FAILED] if retry_failed else []
-    if record is not None and record.state.terminal and not failed:
-        ended = await asyncio.to_thread(ended_report, run_id, options)
-        if ended is not None:
-            return ended
-    if slots is None:
-        await asyncio.to_thread(check_run_options, options)
-    async with open_engine(
-        options, run_id=run_id, store_url=store_url, api_key=api_key, env=env, slots=slots, wait=wait
-    ) as engine:
-        await engine.log.emit_event(run_id, EventType.RUN_RESUMED, {"owner": owner(), "retry_failed": retry_failed})
-        if retry_failed:  # read again under the lease: what failed for good runs again
-            for rec in await engine.log.list_sessions(run_id):
-                if rec.state is SessionState.FAILED:
-                    await engine.log.emit_event(rec.session_id, EventType.SESSION_RESUMED, {"reason": "retry_failed"})
-        return await _run_to_the_end(engine, run_id, plan, options, on_start)
-
-
-async def _run_to_the_end(
-    engine: Engine, run_id: str, plan: Plan, options: RunOptions, on_start: Callable[[str, Engine], None] | None
-) -> RunReport:
-    """Phases 2 and 3 of a recorded run: dispatch what has not ended, then aggregate."""
-    if on_start is not None:
-        on_start(run_id, engine)
-    await engine.dispatch(run_id, plan, options)
-    return await engine.aggregate(run_id, options, plan)
+_SHAPE_WATCH_TYPES = (
+    EventType.SESSION_CREATED,
+    EventType.MODEL_RESPONSE,
+    EventType.TOOL_CALL,
+    EventType.SESSION_STARTED,
+    EventType.SESSION_RESUMED,
+    EventType.SESSION_PAUSED,
+    EventType.SESSION_COMPLETED,
+    EventType.SESSION_FAILED,
+)

@@ -117,7 +117,7 @@ class RunTicker:
         tg: asyncio.TaskGroup,
     ) -> None:
         while True:
-            await asyncio.sleep(self.TICK)
+            await self._engine.clock.sleep(self.TICK)
             await self.store_snapshot()
             await self._engine.flush_routes()
             if self.shapes is not None:

@@ -177,6 +177,7 @@ class Workforce:
         config_path: str | None,
         gateway: Gateway,
         log: SessionLog,
+        config: FleetConfig | None = None,
         clock: Clock | None = None,
         agent_cmd: str | None = None,
         agent_format: str = "jsonl",
@@ -189,8 +190,11 @@ class Workforce:
         model: str = "",
     ) -> Workforce:
         """Reap what dead engines left, then start what this run needs (MCP servers, the gateway
-        service for CLI agents). ``interpose`` and ``wrap_sandboxes`` are test hooks (faults)."""
-        config = load_config(config_path)
+        service for CLI agents). ``config``: the engine's reading of fleet.yaml (``config_path``, which
+        relative paths in it are relative to; read here when not given). ``interpose`` and
+        ``wrap_sandboxes`` are test hooks (faults)."""
+        if config is None:
+            config = await asyncio.to_thread(load_config, config_path)
         hands = config.hands
         base = await asyncio.to_thread(_prepare_root, hands.sandbox_root, config_path)
         reaped = await asyncio.to_thread(reap_sandboxes, base)

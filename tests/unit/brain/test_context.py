@@ -14,6 +14,7 @@ from agent_fleet.brain.context import COMPACT_SYSTEM_PROMPT, ContextCare, Summar
 from agent_fleet.brain.harness import Harness, Outcome
 from agent_fleet.brain.step import Limits
 from agent_fleet.brain.view import SessionView
+from agent_fleet.config import FleetConfig, load_config
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolCall
 from agent_fleet.domain.plan import InputKind, Partition
@@ -220,9 +221,9 @@ def test_fleet_yaml_sets_windows_and_care(tmp_path: Path) -> None:
         "models: [{name: small, model: sim-small, context_window: 16000}]\n"
         "context: {care: false, threshold: 0.5, keep_turns: 2}\n"
     )
-    care = session_limits(RunOptions(task="t", config_path=str(path))).context
+    care = session_limits(RunOptions(task="t"), load_config(path)).context
     assert (care.enabled, care.threshold, care.keep_turns, care.summary_tokens) == (False, 0.5, 2, 512)
     assert (care.window_of("sim-small"), care.window_of("small")) == (16_000, 16_000)
     assert care.window_of("claude-sonnet-4-5") == 200_000  # genai-prices
     assert care.window_of("a-model-nobody-knows") == 128_000
-    assert session_limits(RunOptions(task="t")).context.enabled
+    assert session_limits(RunOptions(task="t"), FleetConfig()).context.enabled
