@@ -34,6 +34,7 @@ turns any problem into one :class:`~agent_fleet.errors.ConfigError` line.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -65,6 +66,7 @@ __all__ = [
     "MAX_YAML_ALIASES",
     "MAX_YAML_BYTES",
     "MAX_YAML_NODES",
+    "check_yaml_nodes",
     "load_config",
     "load_yaml",
     "parse_config",
@@ -98,7 +100,10 @@ class _TooBig(Exception):
     pass
 
 
-def _count_nodes(docs: list[Any], source: str) -> None:
+def check_yaml_nodes(docs: Sequence[Any], source: str) -> None:
+    """Refuse (ConfigError naming ``source``) documents of more than MAX_YAML_NODES nodes, a node
+    shared through an alias counted at each use: YAML text is checked by :func:`load_yaml`, objects
+    read from it elsewhere by their reader."""
     seen = 0
     stack: list[Any] = list(docs)
     while stack:
@@ -106,7 +111,7 @@ def _count_nodes(docs: list[Any], source: str) -> None:
         seen += 1
         if seen > MAX_YAML_NODES:
             raise ConfigError(f"{source}: YAML too large: more than {MAX_YAML_NODES} nodes once aliases are expanded")
-        if isinstance(item, dict):
+        if isinstance(item, Mapping):
             stack.extend(item.keys())
             stack.extend(item.values())
         elif isinstance(item, list):
@@ -136,7 +141,7 @@ def load_yaml(text: str, *, source: str, all_documents: bool = False) -> Any:
         raise ConfigError(f"{source}: is not valid YAML (nesting too deep)") from None
     finally:
         loader.dispose()
-    _count_nodes(docs, source)
+    check_yaml_nodes(docs, source)
     if all_documents:
         return docs
     return docs[0] if docs else None

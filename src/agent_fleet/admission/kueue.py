@@ -28,7 +28,7 @@ from agent_fleet.admission.objects import (
     ResourceFlavor,
     WorkloadPriorityClass,
 )
-from agent_fleet.config import load_yaml, read_yaml_file
+from agent_fleet.config import check_yaml_nodes, load_yaml, read_yaml_file
 from agent_fleet.errors import ConfigError
 
 __all__ = [
@@ -40,29 +40,11 @@ __all__ = [
     "parse_objects",
 ]
 
-MAX_TEXT_BYTES = 8 * 1024 * 1024
-MAX_NODES = 500_000
 DEFAULT_CLUSTER_QUEUE = "default"
 DEFAULT_LOCAL_QUEUE = "default"
 
 _KNOWN_API = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1alpha1")
 _CONFIG_API = ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2")
-
-
-def _bounded(obj: Any) -> None:
-    """Refuse structures with more than MAX_NODES nodes, counting shared (aliased) nodes each time."""
-    seen = 0
-    stack = [obj]
-    while stack:
-        item = stack.pop()
-        seen += 1
-        if seen > MAX_NODES:
-            raise ConfigError(f"Kueue YAML too large: more than {MAX_NODES} nodes (aliases expanded)")
-        if isinstance(item, Mapping):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
 
 
 def _read_documents(source: str | Path) -> list[Any]:
@@ -72,9 +54,7 @@ def _read_documents(source: str | Path) -> list[Any]:
         where = str(path)
     else:
         text, where = str(source), "Kueue YAML"
-    docs = [d for d in load_yaml(text, source=where, all_documents=True) if d is not None]
-    _bounded(docs)
-    return docs
+    return [d for d in load_yaml(text, source=where, all_documents=True) if d is not None]
 
 
 def load_kueue_yaml(source: str | Path | Sequence[Mapping[str, Any]]) -> KueueObjects:
@@ -83,7 +63,7 @@ def load_kueue_yaml(source: str | Path | Sequence[Mapping[str, Any]]) -> KueueOb
         docs: list[Any] = _read_documents(source)
     else:
         docs = list(source)
-        _bounded(docs)
+        check_yaml_nodes(docs, "Kueue objects")
     flat: list[Any] = []
     for doc in docs:
         if isinstance(doc, list):
@@ -170,19 +150,10 @@ def parse_objects(items: Sequence[Any]) -> KueueObjects:
         cohorts=cohorts,
         priority_classes=classes,
         namespaces=namespaces,
-        warnings=(),
+        fair_sharing=fair_sharing,
     )
     _check_references(objects, warnings)
-    return KueueObjects(
-        flavors=flavors,
-        cluster_queues=cqs,
-        local_queues=lqs,
-        cohorts=cohorts,
-        priority_classes=classes,
-        namespaces=namespaces,
-        fair_sharing=fair_sharing,
-        warnings=tuple(warnings),
-    )
+    return replace(objects, warnings=tuple(warnings))
 
 
 def _put(table: dict[str, Any], key: str, value: Any, ctx: FieldContext) -> None:

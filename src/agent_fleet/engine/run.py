@@ -185,16 +185,21 @@ class RunCoordinator:
         tg.create_task(door.run(stop))  # admission cycles (LocalSlots: returns at once)
         health = tg.create_task(self._watch_provider())
         runs = [tg.create_task(dispatcher.run(todo))]
-        poll = tg.create_task(ticker.poll_until(runs, dispatcher, by_sid, tg))
+
+        def resend(again: list[str]) -> None:
+            dispatcher.stats.paused -= len(again)
+            runs.append(tg.create_task(dispatcher.run([(sid, by_sid[sid]) for sid in again])))
+
+        poll = tg.create_task(ticker.poll_until(resend))
         while True:
             # The ticker may add runs while we wait; no await between the check and the cancel.
             while pending := [t for t in runs if not t.done()]:
                 await asyncio.wait(pending)
             poll.cancel()
             # a raise that came in just as the last session paused still counts
-            if not await ticker.tick(runs, dispatcher, by_sid, tg):
+            if not await ticker.tick(resend):
                 break
-            poll = tg.create_task(ticker.poll_until(runs, dispatcher, by_sid, tg))
+            poll = tg.create_task(ticker.poll_until(resend))
         self._sessions_over = True
         health.cancel()
         stop.set()

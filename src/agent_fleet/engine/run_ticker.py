@@ -4,22 +4,22 @@ another process, send paused sessions back in, and store the snapshots ``status`
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agent_fleet.aggregate.live import LiveDedup, snapshot_key
-from agent_fleet.dispatch.runner import Dispatcher
 from agent_fleet.dispatch.slots import SessionSlots
 from agent_fleet.domain.events import EventType, SessionState
-from agent_fleet.domain.outcomes import SessionOutcome
-from agent_fleet.domain.plan import Partition
 from agent_fleet.spend.gateway import apply_budget_event
 
 if TYPE_CHECKING:
     from agent_fleet.engine.core import Engine
     from agent_fleet.supervise import ShapeWatch
 
-__all__ = ["RunTicker"]
+__all__ = ["Resend", "RunTicker"]
+
+Resend = Callable[[list[str]], None]
+"""Sends paused sessions (by id) back in: the run starts them again beside the sessions running."""
 
 
 class RunTicker:
@@ -86,14 +86,8 @@ class RunTicker:
                     else:
                         self._session_version[sid] = self._session_version.get(sid, 0) + 1
 
-    async def tick(
-        self,
-        runs: list[asyncio.Task[dict[str, SessionOutcome]]],
-        dispatcher: Dispatcher,
-        partitions: dict[str, Partition],
-        tg: asyncio.TaskGroup,
-    ) -> bool:
-        """One round; True when it sent sessions back in."""
+    async def tick(self, resend: Resend) -> bool:
+        """One round; True when it sent sessions back in (through ``resend``)."""
         paused = [
             r.session_id for r in await self._engine.log.list_sessions(self._run_id) if r.state is SessionState.PAUSED
         ]
@@ -105,24 +99,17 @@ class RunTicker:
             return False
         for sid in again:
             self._ran_under[sid] = self._version(sid)
-        dispatcher.stats.paused -= len(again)
-        runs.append(tg.create_task(dispatcher.run([(sid, partitions[sid]) for sid in again])))
+        resend(again)
         return True
 
-    async def poll_until(
-        self,
-        runs: list[asyncio.Task[dict[str, SessionOutcome]]],
-        dispatcher: Dispatcher,
-        partitions: dict[str, Partition],
-        tg: asyncio.TaskGroup,
-    ) -> None:
+    async def poll_until(self, resend: Resend) -> None:
         while True:
             await self._engine.clock.sleep(self.TICK)
             await self.store_snapshot()
             await self._engine.flush_routes()
             if self.shapes is not None:
                 await self._engine.pause_outliers(self._run_id, self.shapes)
-            await self.tick(runs, dispatcher, partitions, tg)
+            await self.tick(resend)
 
     async def _unblocked(self, sid: str) -> bool:
         if self._ran_under.get(sid, (0, 0)) >= self._version(sid):

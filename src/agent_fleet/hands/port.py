@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Required, TypedDict, Unpack
 
 from agent_fleet.domain.model import ToolSpec
 from agent_fleet.domain.plan import Partition
@@ -33,9 +33,11 @@ __all__ = [
     "CliAgent",
     "CliOutcome",
     "CliState",
+    "CommandOptions",
     "CompletedRun",
     "GatewayAccess",
     "Hands",
+    "ProvisionOptions",
     "ResourceSpec",
     "Sandbox",
     "SandboxProvider",
@@ -97,6 +99,15 @@ class CompletedRun:
         return "\n".join(p for p in parts if p)
 
 
+class CommandOptions(TypedDict, total=False):
+    """How :meth:`Sandbox.run` runs a command (each optional): the keywords an implementation takes,
+    and a wrapper passes on as they came."""
+
+    timeout: float | None  # wall-clock seconds; default: the sandbox's own
+    env_extra: Mapping[str, str] | None  # added to the sandbox's environment
+    stdin: bytes | None  # the command's standard input; default none
+
+
 class Sandbox(Protocol):
     sandbox_id: str
     session_id: str
@@ -105,14 +116,7 @@ class Sandbox(Protocol):
     @property
     def state(self) -> SandboxState: ...
 
-    async def run(
-        self,
-        command: str | Sequence[str],
-        *,
-        timeout: float | None = None,
-        env_extra: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-    ) -> CompletedRun: ...
+    async def run(self, command: str | Sequence[str], **options: Unpack[CommandOptions]) -> CompletedRun: ...
 
     def kill_processes(self) -> list[int]:
         """Kill every process of this sandbox now, as when its host dies; returns their pids."""
@@ -120,16 +124,18 @@ class Sandbox(Protocol):
     async def aclose(self) -> None: ...
 
 
+class ProvisionOptions(TypedDict, total=False):
+    """What :meth:`SandboxProvider.provision` is told besides the resources (all but ``session_id``
+    optional): the keywords an implementation takes, and a wrapper passes on as they came."""
+
+    session_id: Required[str]
+    source: Path | None  # a git repository (the workspace is a worktree of it) or a directory; default none
+    items: Sequence[str]  # paths relative to a ``source`` directory, copied into the workspace
+    allow_network: bool | None  # default: as the provider is configured
+
+
 class SandboxProvider(Protocol):
-    async def provision(
-        self,
-        resources: ResourceSpec,
-        *,
-        session_id: str,
-        source: Path | None = None,
-        items: Sequence[str] = (),
-        allow_network: bool | None = None,
-    ) -> Sandbox: ...
+    async def provision(self, resources: ResourceSpec, **options: Unpack[ProvisionOptions]) -> Sandbox: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,14 +23,14 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.clock import timeout as clock_timeout
 from agent_fleet.errors import FleetError
 from agent_fleet.hands import isolation
 from agent_fleet.hands._pipes import Capture, kill_group, read_fd, write_fd
-from agent_fleet.hands.port import CompletedRun, Sandbox, SandboxProvider, SandboxState
+from agent_fleet.hands.port import CompletedRun, ProvisionOptions, Sandbox, SandboxProvider, SandboxState
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.workspace import Workspace, create_workspace, remove_workspace
 
@@ -363,22 +363,10 @@ class LazySandbox:
     Invariant: at most one live sandbox per LazySandbox; ``aclose`` releases it and is idempotent.
     """
 
-    def __init__(
-        self,
-        provider: SandboxProvider,
-        resources: ResourceSpec,
-        *,
-        session_id: str,
-        source: Path | None = None,
-        items: Sequence[str] = (),
-        allow_network: bool | None = None,
-    ) -> None:
+    def __init__(self, provider: SandboxProvider, resources: ResourceSpec, **options: Unpack[ProvisionOptions]) -> None:
         self._provider = provider
         self._resources = resources
-        self._session_id = session_id
-        self._source = source
-        self._items = tuple(items)
-        self._allow_network = allow_network
+        self._options = options  # each new sandbox is provisioned with them
         self._sandbox: Sandbox | None = None
         self._lock = asyncio.Lock()
         self._closed = False
@@ -396,13 +384,7 @@ class LazySandbox:
                 old, self._sandbox = self._sandbox, None
                 await old.aclose()
             if self._sandbox is None:
-                self._sandbox = await self._provider.provision(
-                    self._resources,
-                    session_id=self._session_id,
-                    source=self._source,
-                    items=self._items,
-                    allow_network=self._allow_network,
-                )
+                self._sandbox = await self._provider.provision(self._resources, **self._options)
                 self.provisioned += 1
             return self._sandbox
 

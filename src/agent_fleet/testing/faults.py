@@ -19,13 +19,20 @@ import random
 import shutil
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from agent_fleet.dispatch.port import Lease
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.errors import FleetError
-from agent_fleet.hands.port import CompletedRun, ResourceSpec, Sandbox, SandboxProvider, SandboxState
+from agent_fleet.hands.port import (
+    CommandOptions,
+    CompletedRun,
+    ProvisionOptions,
+    ResourceSpec,
+    Sandbox,
+    SandboxProvider,
+    SandboxState,
+)
 from agent_fleet.session.port import ForwardingLog, SessionLog
 from agent_fleet.spend.port import ModelGateway
 
@@ -124,18 +131,8 @@ class FaultySandboxes:
         self.provisioned = 0
         self.killed = 0  # commands whose sandbox died under them
 
-    async def provision(
-        self,
-        resources: ResourceSpec,
-        *,
-        session_id: str,
-        source: Path | None = None,
-        items: Sequence[str] = (),
-        allow_network: bool | None = None,
-    ) -> _FaultySandbox:
-        box = await self.inner.provision(
-            resources, session_id=session_id, source=source, items=items, allow_network=allow_network
-        )
+    async def provision(self, resources: ResourceSpec, **options: Unpack[ProvisionOptions]) -> _FaultySandbox:
+        box = await self.inner.provision(resources, **options)
         self.provisioned += 1
         return _FaultySandbox(box, self)
 
@@ -163,16 +160,9 @@ class _FaultySandbox:
     def state(self) -> SandboxState:
         return self._box.state
 
-    async def run(
-        self,
-        command: str | Sequence[str],
-        *,
-        timeout: float | None = None,
-        env_extra: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-    ) -> CompletedRun:
+    async def run(self, command: str | Sequence[str], **options: Unpack[CommandOptions]) -> CompletedRun:
         if not self._owner.doomed(self.session_id):
-            return await self._box.run(command, timeout=timeout, env_extra=env_extra, stdin=stdin)
+            return await self._box.run(command, **options)
         # The command is under way (a process that would outlive the kill) when the sandbox dies.
         async with asyncio.TaskGroup() as tg:
             running = tg.create_task(self._box.run("sleep 30", timeout=60))

@@ -123,6 +123,12 @@ def test_alias_bomb_fails_fast_with_a_clear_error() -> None:
         load_kueue_yaml("\n".join(lines))
 
 
+def test_loaded_objects_sharing_nodes_are_bounded_too() -> None:
+    shared = {"spec": {"resourceGroups": [list(range(1000))] * 1000}}  # 1,000,000 nodes, shared
+    with pytest.raises(ConfigError, match="Kueue objects: YAML too large: more than 500000 nodes"):
+        load_kueue_yaml([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", **shared}])
+
+
 @pytest.mark.parametrize(
     "text",
     ["!!python/object/apply:os.system ['true']", "kind: [unclosed", "[" * 5000 + "]" * 5000],
