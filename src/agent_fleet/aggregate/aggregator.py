@@ -10,7 +10,10 @@ member with no transitive chaining — are met in two passes over the same cache
 * **final** (:meth:`Aggregator.finalize`): the same greedy rule re-run in *rank* order (confidence
   descending, then the most complete body, then the earliest) on the vectors already embedded.
   Every member is within the threshold of its representative and the representative is the best
-  member, by construction. Nothing is embedded again.
+  member, by construction. Nothing is embedded again. The results streaming has not reached when
+  the run ends go to this pass directly (:meth:`Aggregator.extend`): they take no provisional
+  decision that the pass would redo at once, and a text is embedded only if a decision compares it
+  — a result alone in its scope (one summary of one page) is never embedded.
 
 Exact duplicates never reach the embedder: within a hash group the best-ranked member stands for
 the group, and the others follow it into whichever cluster it joins.
@@ -31,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet.aggregate.cache import EmbeddingCache
-from agent_fleet.aggregate.categorize import CategoryNamer, assign_categories
+from agent_fleet.aggregate.categorize import CategoryNamer, assign_categories, canonical_category
 from agent_fleet.aggregate.embedders import Embedder, SyncEmbedder
-from agent_fleet.aggregate.index import Assignment, LeaderIndex, make_index
+from agent_fleet.aggregate.final_pass import Clusters, ScopePasses, cluster_final, plan_final
+from agent_fleet.aggregate.index import LeaderIndex, make_index
 from agent_fleet.aggregate.scope import DedupScope, scope_key
-from agent_fleet.aggregate.text import content_hash, embedding_text, full_text, rank_key, raw_hash
+from agent_fleet.aggregate.text import content_hash, embedding_text, full_text, raw_hash, text_hash
 from agent_fleet.aggregate.vectors import Vector
 from agent_fleet.domain.results import ResultItem
 
@@ -132,15 +136,6 @@ class AggregateStats:
         }
 
 
-@dataclass(slots=True)
-class _Clusters:
-    """Leader (arrival index) of every item and its similarity to it."""
-
-    leader: list[int]
-    similarity: list[float]
-    exact_of: list[int | None]
-
-
 class Aggregator:
     """Collects results one by one; see the module docstring for the two passes.
 
@@ -162,17 +157,20 @@ class Aggregator:
         self.cache = cache
         self._items: list[ResultItem] = []
         self._hashes: list[str] = []  # content hash: the vector's key
+        self._scopes: list[str] = []  # scope key (aggregate/scope.py)
         self._keys: list[str] = []  # exact-duplicate group within the scope
         self._raws: list[str] = []  # byte-identical text (merges across scope keys)
         self._first_of_hash: dict[str, int] = {}
+        self._first_with_text: dict[str, int] = {}  # content hash -> first result with it: whose text is embedded
         self._first_of_raw: dict[str, int] = {}
         self._by_id: dict[str, int] = {}
         self._vectors: dict[str, Vector] = {}
-        self._stream = _Clusters([], [], [])
+        self._stream = Clusters([], [], [])
+        self._unstreamed: list[int] = []  # results added by extend(): no streaming decision yet
         self._stream_index: dict[str, tuple[LeaderIndex, list[int]]] = {}  # scope key -> index, its items
         self._final: list[ResultItem] | None = None
-        self._final_clusters: _Clusters | None = None
-        self._scope_passes: dict[str, tuple[tuple[int, ...], list[Assignment]]] = {}  # see _scope_pass
+        self._final_clusters: Clusters | None = None
+        self._scope_passes: ScopePasses = {}  # each scope's last final pass (final_pass.cluster_final)
         self._embedded = 0
         self._cache_hits = 0
         self._lock = asyncio.Lock()
@@ -199,23 +197,41 @@ class Aggregator:
         """Add results in order; their new texts are embedded in one batch."""
         async with self._lock:
             batch = list(items)
-            fresh: list[ResultItem] = []
-            fresh_ids: set[str] = set()
-            for it in batch:
-                if it.id not in self._by_id and it.id not in fresh_ids:
-                    fresh.append(it)
-                    fresh_ids.add(it.id)
-            await self._ensure_vectors(fresh)
-            for it in fresh:
-                self._admit(it)
+            fresh = self._fresh(batch)
+            late = [i for i in self._unstreamed if self._stream.exact_of[i] is None]
+            todo = self._embedding_todo(late)
+            for it, _, h in fresh:  # the first result with a text is the one embedded
+                if h not in self._vectors and h not in todo:
+                    todo[h] = embedding_text(it)
+            await self._ensure_vectors(todo)
+            self._catch_up()
+            for it, text, h in fresh:
+                self._admit(it, text, h)
             return [self._decision(self._stream, self._by_id[it.id]) for it in batch]
 
-    async def _ensure_vectors(self, items: Sequence[ResultItem]) -> None:
-        todo: dict[str, str] = {}
+    def _fresh(self, items: Iterable[ResultItem]) -> list[tuple[ResultItem, str, str]]:
+        """The results not added yet (first of each id), each with its full text and content hash."""
+        fresh: dict[str, tuple[ResultItem, str, str]] = {}
         for it in items:
-            h = content_hash(it)
+            if it.id not in self._by_id and it.id not in fresh:
+                text = full_text(it)
+                fresh[it.id] = (it, text, text_hash(text))
+        return list(fresh.values())
+
+    def _embedding_todo(self, indices: Iterable[int]) -> dict[str, str]:
+        """Content hash -> text to embed, for the results among ``indices`` without a vector yet.
+
+        A hash's vector is always embedded from the first result that came with it (as streaming
+        does): texts equal after normalising may still differ to a model (case, punctuation)."""
+        todo: dict[str, str] = {}
+        for i in indices:
+            h = self._hashes[i]
             if h not in self._vectors and h not in todo:
-                todo[h] = embedding_text(it)
+                todo[h] = embedding_text(self._items[self._first_with_text[h]])
+        return todo
+
+    async def _ensure_vectors(self, todo: dict[str, str]) -> None:
+        """Vectors for the texts of ``todo`` (content hash -> full text): from the cache, else embedded."""
         if not todo:
             return
         if self.cache is not None:
@@ -241,38 +257,60 @@ class Aggregator:
     def _scope_of(self, item: ResultItem) -> str:
         return scope_key(item, self.config.scope)
 
-    def _admit(self, item: ResultItem) -> None:
+    def _admit(self, item: ResultItem, text: str, h: str, *, stream: bool = True) -> None:
+        """File a result whose full text is ``text`` and content hash ``h``. With ``stream``, its
+        streaming decision is taken now (its vector must be ready, unless it is an exact duplicate);
+        without, it waits in ``_unstreamed`` for :meth:`_catch_up` (nothing needs its vector yet)."""
         self._final = None
         self._final_clusters = None
         idx = len(self._items)
-        h = content_hash(item)
         key = self._scope_of(item)
         exact_key = f"{key}|{h}" if key else h
-        raw = raw_hash(full_text(item))
+        raw = raw_hash(text)
         self._items.append(item)
         self._hashes.append(h)
+        self._scopes.append(key)
         self._keys.append(exact_key)
         self._raws.append(raw)
         self._by_id[item.id] = idx
-        st = self._stream
+        self._first_with_text.setdefault(h, idx)
         twin = self._first_of_hash.get(exact_key)
         if twin is None:
             twin = self._first_of_raw.get(raw)
         self._first_of_raw.setdefault(raw, idx)
-        if twin is not None:
-            st.leader.append(st.leader[twin])
-            st.similarity.append(st.similarity[twin])
-            st.exact_of.append(twin)
-            return
-        self._first_of_hash[exact_key] = idx
-        index, members = self._stream_index.get(key) or self._stream_index.setdefault(key, (self._new_index(), []))
-        (a,) = index.assign([self._vectors[h]])
-        members.append(idx)
-        st.leader.append(members[a.leader])
-        st.similarity.append(a.similarity)
-        st.exact_of.append(None)
+        if twin is None:
+            self._first_of_hash[exact_key] = idx
+        # a placeholder until the decision is taken: the result leads itself (or follows its twin)
+        self._stream.leader.append(idx)
+        self._stream.similarity.append(1.0)
+        self._stream.exact_of.append(twin)
+        if stream and not self._unstreamed:
+            self._stream_one(idx)
+        else:
+            self._unstreamed.append(idx)
 
-    def _decision(self, cl: _Clusters, idx: int) -> Decision:
+    def _stream_one(self, idx: int) -> None:
+        """The streaming decision of result ``idx``, every result before it decided."""
+        st = self._stream
+        twin = st.exact_of[idx]
+        if twin is not None:
+            st.leader[idx] = st.leader[twin]
+            st.similarity[idx] = st.similarity[twin]
+            return
+        key = self._scopes[idx]
+        index, members = self._stream_index.get(key) or self._stream_index.setdefault(key, (self._new_index(), []))
+        (a,) = index.assign([self._vectors[self._hashes[idx]]])
+        members.append(idx)
+        st.leader[idx] = members[a.leader]
+        st.similarity[idx] = a.similarity
+
+    def _catch_up(self) -> None:
+        """Streaming decisions for the results added without one, in the order they came."""
+        for idx in self._unstreamed:
+            self._stream_one(idx)
+        self._unstreamed = []
+
+    def _decision(self, cl: Clusters, idx: int) -> Decision:
         item = self._items[idx]
         leader = cl.leader[idx]
         twin = cl.exact_of[idx]
@@ -286,64 +324,23 @@ class Aggregator:
 
     # -- final pass --------------------------------------------------------------------------------
 
-    def _exact_groups(self) -> list[int]:
-        """Each result's exact-duplicate group (a representative index): same normalised text within
-        one scope key, or byte-identical text anywhere."""
-        parent = list(range(len(self._items)))
+    async def extend(self, items: Iterable[ResultItem]) -> None:
+        """Add results for the next :meth:`finalize` only (ids already added are skipped): they take
+        no streaming decision and nothing is embedded for them now. That pass embeds only the texts
+        its decisions compare — of results that share their scope with another text
+        (:mod:`~agent_fleet.aggregate.final_pass`) and of representatives that need a category
+        found. A later :meth:`add_many` takes their streaming decisions first, in the order they came."""
+        async with self._lock:
+            for it, text, h in self._fresh(items):
+                self._admit(it, text, h, stream=False)
 
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
-        for keys in (self._keys, self._raws):
-            first: dict[str, int] = {}
-            for i, k in enumerate(keys):
-                j = first.setdefault(k, i)
-                if j != i:
-                    parent[find(i)] = find(j)
-        return [find(i) for i in range(len(parent))]
-
-    def _final_pass(self) -> _Clusters:
-        n = len(self._items)
-        # "Earliest" is by result id (session, then submission), not by arrival: streamed results
-        # arrive in a different order on every run, and a resumed run must keep the same versions.
-        earliest = {i: rank for rank, i in enumerate(sorted(range(n), key=lambda i: self._items[i].id))}
-        keys = [rank_key(it, earliest[i]) for i, it in enumerate(self._items)]
-        groups = self._exact_groups()
-        # The best member of each exact group stands for the group.
-        head: dict[int, int] = {}
-        for i in sorted(range(n), key=keys.__getitem__):
-            head.setdefault(groups[i], i)
-        by_scope: dict[str, list[int]] = {}
-        for i in sorted(head.values(), key=keys.__getitem__):
-            by_scope.setdefault(self._scope_of(self._items[i]), []).append(i)
-        cl = _Clusters([0] * n, [1.0] * n, [None] * n)
-        for scope, order in by_scope.items():
-            assigned = self._scope_pass(scope, order)
-            for pos, a in enumerate(assigned):
-                i = order[pos]
-                cl.leader[i] = order[a.leader]
-                cl.similarity[i] = a.similarity if a.leader != pos else 1.0
-        for i in range(n):
-            h_head = head[groups[i]]
-            if h_head != i:
-                cl.leader[i] = cl.leader[h_head]
-                cl.similarity[i] = cl.similarity[h_head]
-                cl.exact_of[i] = h_head
-        return cl
-
-    def _scope_pass(self, scope: str, order: list[int]) -> list[Assignment]:
-        """One scope's heads clustered in rank order. Kept: a later pass redoes only the scopes whose
-        heads changed (the same heads in the same order cluster the same way)."""
-        heads = tuple(order)
-        kept = self._scope_passes.get(scope)
-        if kept is not None and kept[0] == heads:
-            return kept[1]
-        assigned = self._new_index().assign([self._vectors[self._hashes[i]] for i in order])
-        self._scope_passes[scope] = (heads, assigned)
-        return assigned
+    async def _final_pass(self) -> Clusters:
+        """The final pass over the results so far (the lock held); a scope whose heads have not
+        changed since the last pass keeps that pass's clusters (the same heads in the same order,
+        on the same vectors, cluster the same way)."""
+        plan = await asyncio.to_thread(plan_final, self._items, self._keys, self._raws, self._scopes)
+        await self._ensure_vectors(self._embedding_todo(plan.compared()))
+        return await asyncio.to_thread(cluster_final, plan, self._vector_at, self._new_index, self._scope_passes)
 
     async def prepare_final(self) -> None:
         """The final pass over the results so far, nothing made final: a later :meth:`finalize` redoes
@@ -352,17 +349,20 @@ class Aggregator:
         if self.config.scope == DedupScope.GLOBAL:
             return
         async with self._lock:
-            await asyncio.to_thread(self._final_pass)
+            await self._final_pass()
 
     async def finalize(self, *, namer: CategoryNamer | None = None) -> list[ResultItem]:
-        """Re-cluster in rank order (no embedding), categorise, and return the representatives.
+        """Re-cluster in rank order, categorise, and return the representatives.
 
         Call after the last ``add``; a later ``add`` makes the state provisional again.
         """
         async with self._lock:
-            cl = await asyncio.to_thread(self._final_pass)
+            cl = await self._final_pass()
             reps = self._representatives(cl)
             if self.config.categorize:
+                by_id = self._by_id
+                unnamed = [by_id[r.id] for r in reps if canonical_category(r.category) is None]
+                await self._ensure_vectors(self._embedding_todo(unnamed))
                 cat_t = self.config.category_threshold
                 reps = await assign_categories(
                     reps,
@@ -374,6 +374,9 @@ class Aggregator:
             self._final_clusters = cl
             self._final = reps
             return list(reps)
+
+    def _vector_at(self, i: int) -> Vector:
+        return self._vectors[self._hashes[i]]
 
     def set_representatives(self, reps: Sequence[ResultItem]) -> None:
         """Replace the final representatives by edited copies (categories, verification status).
@@ -388,7 +391,7 @@ class Aggregator:
 
     # -- views -------------------------------------------------------------------------------------
 
-    def _representatives(self, cl: _Clusters) -> list[ResultItem]:
+    def _representatives(self, cl: Clusters) -> list[ResultItem]:
         members: dict[int, list[int]] = {}
         for i, leader in enumerate(cl.leader):
             if leader != i:
@@ -408,7 +411,7 @@ class Aggregator:
             reps.append(replace(item, duplicates=tuple(self._items[m].id for m in mem), extra=extra))
         return reps
 
-    def _occurrence(self, cl: _Clusters, m: int) -> dict[str, Any]:
+    def _occurrence(self, cl: Clusters, m: int) -> dict[str, Any]:
         """Where a merged result was found, as it was reported."""
         it = self._items[m]
         return {

@@ -17,13 +17,16 @@ from agent_fleet.errors import StoreError
 
 __all__ = ["EmbeddingCache"]
 
+# A rowid table: a vector (a kilobyte or more) is far above the row size a WITHOUT ROWID table suits
+# (about a twentieth of a page), and filling one took five times the CPU. A file made with the
+# earlier WITHOUT ROWID schema is read and written as it is.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS embeddings (
     embedder TEXT NOT NULL,
     content_hash TEXT NOT NULL,
     vector BLOB NOT NULL,
     PRIMARY KEY (embedder, content_hash)
-) WITHOUT ROWID
+)
 """
 
 

@@ -37,10 +37,31 @@ def canonical_category(category: str | None) -> str | None:
     return text or None
 
 
+_REUSE_UP_TO = 1024  # members whose pairwise similarities are kept for the way back (a few MB at most)
+
+
+def _symmetric(a: Vector, b: Vector) -> bool:
+    """Whether ``dot(a, b)`` and ``dot(b, a)`` round alike: a sparse product adds up in the order of
+    the shorter vector's features (of the second one's when both are as long); a dense one exactly."""
+    return not isinstance(a, dict) or len(a) != len(b)
+
+
 def _central(members: Sequence[int], vectors: Sequence[Vector]) -> int:
+    """The member with the highest summed similarity to the others (the first of equals). Each pair's
+    similarity is computed once where both ways round alike; the sums add up as member order has it."""
+    rows: list[list[float]] = []
+    reuse = len(members) <= _REUSE_UP_TO
     best, best_score = members[0], float("-inf")
-    for i in members:
-        score = sum(dot(vectors[i], vectors[j]) for j in members if j != i)
+    for p, i in enumerate(members):
+        row = []
+        for q, j in enumerate(members):
+            if q < p and reuse and _symmetric(vectors[i], vectors[j]):
+                row.append(rows[q][p - 1])  # row q leaves out member q itself
+            elif q != p:
+                row.append(dot(vectors[i], vectors[j]))
+        if reuse:
+            rows.append(row)
+        score = sum(row)
         if score > best_score:
             best, best_score = i, score
     return best

@@ -80,6 +80,16 @@ class WindowedEmbedder:
         return self._threshold
 
 
+_DAMPED = [0.0, 1.0]  # 1 + log(tf) by term frequency tf (index 0 unused)
+
+
+def _damped(*most: int) -> list[float]:
+    """The table of ``1 + log(tf)``, long enough for the largest term frequency given."""
+    while len(_DAMPED) <= max(most):
+        _DAMPED.append(1.0 + math.log(len(_DAMPED)))
+    return _DAMPED
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LexicalEmbedder:
     """Sparse TF vectors over hashed character n-grams and words of the normalised text.
@@ -119,9 +129,10 @@ class LexicalEmbedder:
         # A distinct seed keeps words from colliding on purpose with n-grams of the same spelling.
         words = map(str.encode, norm.split())  # UTF-8
         word_counts = Counter(map(and_, map(zlib.crc32, words, repeat(0x5BD1E995)), repeat(mask)))
-        weights = {key: 1.0 + math.log(tf) for key, tf in counts.items()}
+        damped = _damped(max(counts.values(), default=0), max(word_counts.values(), default=0))
+        weights = dict(zip(counts, map(damped.__getitem__, counts.values()), strict=True))
         for key, tf in word_counts.items():
-            weights[key] = weights.get(key, 0.0) + self.word_weight * (1.0 + math.log(tf))
+            weights[key] = weights.get(key, 0.0) + self.word_weight * damped[tf]
         return normalized_sparse(weights)
 
     def encode(self, texts: Sequence[str]) -> list[Vector]:

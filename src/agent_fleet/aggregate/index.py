@@ -19,8 +19,11 @@ Indexes differ only in how they find the best leader:
 from __future__ import annotations
 
 import math
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate, chain, repeat, takewhile
+from operator import mul, neg, sub
 from typing import Protocol
 
 from agent_fleet.aggregate.vectors import SparseVector, Vector, dot
@@ -29,7 +32,7 @@ __all__ = ["Assignment", "LeaderIndex", "PyDenseLeaderIndex", "SparseLeaderIndex
 
 _ANGLE_MARGIN = 1e-6  # radians; far above the rounding of a dot product of unit vectors seen through acos
 _SIM_MARGIN = 1e-9
-_PAIR_CACHE_LIMIT = 1 << 18  # leader pairs remembered for the angle bound (a few MB at most)
+_PAIR_CACHE_LIMIT = 1 << 18  # leader pairs remembered for the angle bound (some tens of MB at most)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,67 +68,85 @@ class SparseLeaderIndex:
 
     def __init__(self, *, threshold: float) -> None:
         self.threshold = threshold
-        self._postings: dict[int, list[int]] = {}
-        self._df: dict[int, int] = {}
+        self._postings: defaultdict[int, list[int]] = defaultdict(list)
+        self._df: Counter[int] = Counter()
         self._leaders: list[SparseVector] = []
+        self._indexed = 0  # leaders before this position are in the postings; the rest wait for a query
         self._leader_seq: list[int] = []
-        self._pairs: dict[tuple[int, int], float] = {}  # leader-to-leader similarity, for the angle bound
+        self._angles: dict[int, dict[int, float]] = {}  # leader -> leader -> angle between them (both ways)
+        self._pairs = 0  # leader pairs in _angles
         self._seq = 0
 
     def __len__(self) -> int:
         return len(self._leaders)
 
     def _best(self, y: SparseVector) -> tuple[int, float]:
-        hits: dict[int, int] = {}
+        if not self._leaders:
+            return -1, -math.inf
+        if self._indexed < len(self._leaders):
+            self._index_waiting()
         postings = self._postings
-        for feature in y:
-            for leader in postings.get(feature, ()):
-                hits[leader] = hits.get(leader, 0) + 1
-        best, best_sim, best_angle = -1, -math.inf, 0.0
-        leaders = self._leaders
+        # how many indexed features each leader shares with y, counted in C
+        hits = Counter(chain.from_iterable(map(postings.get, y, repeat(()))))
+        best, best_sim, best_angle, reach = -1, -math.inf, 0.0, math.pi
+        leaders, threshold = self._leaders, self.threshold
+        row: dict[int, float] = {}
         # The leader sharing the most indexed features is scored first: it is usually the best, and
         # a good first score lets the angle bound below skip the others.
-        for leader in sorted(hits, key=lambda pos: (-hits[pos], pos)):
+        for _, leader in sorted(zip(map(neg, hits.values()), hits, strict=True)):
             if best >= 0:
                 # Angular distance is a metric, so angle(y, leader) >= angle(best, leader) - angle(y, best).
                 # Leaders are at least the threshold's angle apart, which makes the bound bite. The
-                # margin covers rounding in the dot products and acos; a skipped leader's exact
-                # similarity is below both the best so far and the threshold, so it can neither win
-                # nor tie.
-                pair = self._pair_sim(best, leader)
-                if pair is not None:
-                    gap = math.acos(max(-1.0, min(1.0, pair))) - best_angle - _ANGLE_MARGIN
-                    if gap > 0.0 and math.cos(gap) < max(best_sim, self.threshold) - _SIM_MARGIN:
-                        continue
+                # margins cover rounding in the dot products, acos and cos; a skipped leader's exact
+                # similarity is below both the best so far and the threshold (its angle to y is
+                # beyond ``reach``), so it can neither win nor tie.
+                angle = row.get(leader)
+                if angle is None:
+                    angle = self._pair_angle(best, leader)
+                if angle is not None and angle - best_angle - _ANGLE_MARGIN > reach:
+                    continue
             sim = dot(y, leaders[leader])
             if sim > best_sim or (sim == best_sim and leader < best):
                 best, best_sim = leader, sim
                 best_angle = math.acos(max(-1.0, min(1.0, sim)))
+                reach = math.acos(max(-1.0, min(1.0, max(sim, threshold) - _SIM_MARGIN)))
+                row = self._angles.setdefault(best, {})
         return best, best_sim
 
-    def _pair_sim(self, a: int, b: int) -> float | None:
-        key = (a, b) if a < b else (b, a)
-        sim = self._pairs.get(key)
-        if sim is None:
-            if len(self._pairs) >= _PAIR_CACHE_LIMIT:
-                return None  # computing it would cost as much as scoring the candidate directly
-            sim = self._pairs[key] = dot(self._leaders[key[0]], self._leaders[key[1]])
-        return sim
+    def _pair_angle(self, a: int, b: int) -> float | None:
+        """The angle between leaders ``a`` and ``b``, remembered both ways; None once the memory is full."""
+        if self._pairs >= _PAIR_CACHE_LIMIT:
+            return None  # computing it would cost as much as scoring the candidate directly
+        lo, hi = (a, b) if a < b else (b, a)
+        angle = math.acos(max(-1.0, min(1.0, dot(self._leaders[lo], self._leaders[hi]))))
+        self._angles.setdefault(a, {})[b] = angle
+        self._angles.setdefault(b, {})[a] = angle
+        self._pairs += 1
+        return angle
 
     def _add(self, x: SparseVector) -> None:
-        pos = len(self._leaders)
+        # Filed in the postings only once a query comes (:meth:`_index_waiting`): a leader no query
+        # ever meets — the only result of its scope, say — costs nothing more.
         self._leaders.append(x)
         self._leader_seq.append(self._seq)
-        for feature in x:
-            self._df[feature] = self._df.get(feature, 0) + 1
-        remaining = math.fsum(w * w for w in x.values())
+
+    def _index_waiting(self) -> None:
+        """File the leaders added since the last query, in order: each one's prefix is chosen with
+        the document frequencies of the leaders up to it, as if it had been filed when added."""
         limit = self.threshold * self.threshold
-        # Index rarest features until what is left cannot reach the threshold on its own.
-        for feature in sorted(x, key=lambda f: (self._df[f], f)):
-            if remaining < limit:
-                break
-            self._postings.setdefault(feature, []).append(pos)
-            remaining -= x[feature] * x[feature]
+        df, postings = self._df, self._postings
+        for pos in range(self._indexed, len(self._leaders)):
+            x = self._leaders[pos]
+            df.update(x.keys())
+            # rarest features first (ties by feature), with what is left of the norm before each
+            order = [f for _, f in sorted(zip(map(df.__getitem__, x), x, strict=True))]
+            weights = list(map(x.__getitem__, order))
+            squares = map(mul, weights, weights)
+            left = accumulate(squares, sub, initial=math.fsum(map(mul, weights, weights)))
+            # Index rarest features until what is left cannot reach the threshold on its own.
+            for feature, _ in zip(order, takewhile(limit.__le__, left), strict=False):
+                postings[feature].append(pos)
+        self._indexed = len(self._leaders)
 
     def assign(self, vectors: Sequence[Vector]) -> list[Assignment]:
         out = []

@@ -145,11 +145,12 @@ class LiveDedup:
             self.on_unique([it for it, d in zip(batch, decisions, strict=True) if d.kind is DecisionKind.NEW])
 
     async def drain(self) -> None:
-        """Once :meth:`consume` has returned: cluster what was heard and not clustered yet (the run's
-        final pass starts from there)."""
+        """Once :meth:`consume` has returned: hand what was heard and not clustered yet to the run's
+        final pass (``Aggregator.extend``: no streaming decision that the pass would redo at once, and
+        only the texts it compares are embedded); none of it is offered as unique."""
         pending, self._pending = self._pending, []
         if pending:
-            await self._add(pending)
+            await self.aggregator.extend(pending)
 
     async def _rest(self, seconds: float) -> None:
         if seconds <= 0.0 or self._finished.is_set():

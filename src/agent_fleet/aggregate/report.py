@@ -16,6 +16,7 @@ from typing import Any
 from agent_fleet.domain.results import ResultItem
 
 __all__ = [
+    "Groups",
     "category_rows",
     "group_by_category",
     "sort_results",
@@ -45,6 +46,7 @@ _SEVERITY = {
     "none": 4,
 }
 _LAST_CATEGORIES = ("other", "uncategorized")
+_LINE = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps' own, made once for every line
 _UNRATED = 2
 
 
@@ -92,17 +94,23 @@ def sort_results(results: Sequence[ResultItem]) -> list[ResultItem]:
     )
 
 
-def group_by_category(results: Sequence[ResultItem]) -> list[tuple[str, list[ResultItem]]]:
+Groups = list[tuple[str, list[ResultItem]]]
+
+
+def group_by_category(results: Sequence[ResultItem]) -> Groups:
+    """The results in :func:`sort_results` order, cut where the category changes (the order puts
+    each category's results together, so the groups read one after the other are that order)."""
     groups: dict[str, list[ResultItem]] = {}
     for r in sort_results(results):
         groups.setdefault(r.category or "uncategorized", []).append(r)
     return list(groups.items())
 
 
-def category_rows(results: Sequence[ResultItem]) -> list[dict[str, Any]]:
-    """Per category: raw results (representatives plus their duplicates), unique, dedup rate."""
+def category_rows(groups: Groups) -> list[dict[str, Any]]:
+    """Per category of :func:`group_by_category`: raw results (representatives plus their duplicates),
+    unique, dedup rate."""
     rows = []
-    for cat, items in group_by_category(results):
+    for cat, items in groups:
         raw = sum(1 + len(r.duplicates) for r in items)
         rows.append({"category": cat, "raw": raw, "unique": len(items), "dedup_rate": 1 - len(items) / raw})
     return rows
@@ -114,8 +122,10 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_results_jsonl(path: str | Path, results: Sequence[ResultItem]) -> None:
-    lines = [json.dumps(r.to_dict(), ensure_ascii=False, default=str) for r in sort_results(results)]
+def write_results_jsonl(path: str | Path, results: Sequence[ResultItem], *, ordered: bool = False) -> None:
+    """One result per line, in :func:`sort_results` order (``ordered``: ``results`` already are)."""
+    rows = results if ordered else sort_results(results)
+    lines = list(map(_LINE.encode, map(ResultItem.to_dict, rows)))
     _atomic_write(Path(path), "".join(line + "\n" for line in lines))
 
 
@@ -139,7 +149,8 @@ def write_outputs(
     out.mkdir(parents=True, exist_ok=True)
     models = per_model if per_model is not None else summary.get("per_model") or {}
     sessions = list(timeline if timeline is not None else summary.get("timeline") or [])
-    write_results_jsonl(out / "results.jsonl", results)
+    groups = group_by_category(results)  # sorted once for all three
+    write_results_jsonl(out / "results.jsonl", [r for _, items in groups for r in items], ordered=True)
     _atomic_write(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
-    _atomic_write(out / "report.md", render_markdown(summary, results, per_model=models, top=top, sections=sections))
-    _atomic_write(out / "report.html", render_html(summary, results, per_model=models, timeline=sessions, top=top))
+    _atomic_write(out / "report.md", render_markdown(summary, groups, per_model=models, top=top, sections=sections))
+    _atomic_write(out / "report.html", render_html(summary, groups, per_model=models, timeline=sessions, top=top))

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from agent_fleet.aggregate.report import category_rows, group_by_category
+from agent_fleet.aggregate.report import Groups, category_rows
 from agent_fleet.aggregate.report_md import (
     ALSO_FOUND_MAX,
     also_found,
@@ -52,7 +52,7 @@ def _also_html(r: ResultItem) -> str:
 
 def render_html(
     summary: dict[str, Any],
-    results: Sequence[ResultItem],
+    groups: Groups,
     *,
     per_model: dict[str, dict[str, Any]],
     timeline: Sequence[dict[str, Any]],
@@ -75,7 +75,7 @@ def render_html(
     parts += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in summary_rows(summary)]
     parts.append("</table>")
 
-    rows = category_rows(results)
+    rows = category_rows(groups)
     parts.append("<h2>Dedup per category</h2>")
     bars = [
         Bar(
@@ -104,7 +104,7 @@ def render_html(
     parts.append("<h2>Timeline</h2>")
     parts.append(f'<div class="chart">{timeline_chart(timeline)}</div>')
 
-    for cat, items in group_by_category(results):
+    for cat, items in groups:
         parts.append(f"<h2>{escape(cat)} ({len(items)})</h2><ol>")
         for r in items[:top]:
             body = r.body.strip()
@@ -117,7 +117,7 @@ def render_html(
         parts.append("</ol>")
         if len(items) > top:
             parts.append(f"<p>… and {len(items) - top} more in results.jsonl</p>")
-    if not results:
+    if not groups:
         parts.append("<p>No results.</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

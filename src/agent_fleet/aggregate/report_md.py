@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent_fleet.aggregate.report import category_rows, group_by_category, urgency_label
+from agent_fleet.aggregate.report import Groups, category_rows, urgency_label
 from agent_fleet.domain.results import ResultItem
 
 __all__ = ["also_found", "model_rows", "render_markdown", "result_facts", "summary_rows", "verification_line"]
@@ -137,13 +137,14 @@ def _cell(text: str) -> str:
 
 def render_markdown(
     summary: dict[str, Any],
-    results: Sequence[ResultItem],
+    groups: Groups,
     *,
     per_model: dict[str, dict[str, Any]],
     top: int = 20,
     sections: Sequence[str] = (),
 ) -> str:
-    """``sections``: markdown other planes add after the spend table (the decision audit)."""
+    """``groups``: the results by :func:`~agent_fleet.aggregate.report.group_by_category`;
+    ``sections``: markdown other planes add after the spend table (the decision audit)."""
     task = " ".join(str(summary.get("task", "")).split())
     out = [f"# Fleet run report: {task}" if task else "# Fleet run report", ""]
     out += ["| | |", "|---|---|"]
@@ -152,7 +153,7 @@ def render_markdown(
     if line:
         out += [f"| Verification | {_cell(line)} |"]
     out.append("")
-    rows = category_rows(results)
+    rows = category_rows(groups)
     if rows:
         out += ["## Dedup per category", "", "| category | raw | unique | dedup |", "|---|---:|---:|---:|"]
         out += [f"| {_cell(r['category'])} | {r['raw']} | {r['unique']} | {r['dedup_rate']:.1%} |" for r in rows]
@@ -163,7 +164,7 @@ def render_markdown(
         out.append("")
     for section in sections:
         out += [section.rstrip(), ""]
-    for cat, items in group_by_category(results):
+    for cat, items in groups:
         out += [f"## {cat} ({len(items)})", ""]
         for n, r in enumerate(items[:top], 1):
             facts = " · ".join(result_facts(r))
@@ -178,6 +179,6 @@ def render_markdown(
         if len(items) > top:
             out.append(f"\n… and {len(items) - top} more in results.jsonl")
         out.append("")
-    if not results:
+    if not groups:
         out += ["No results.", ""]
     return "\n".join(out).rstrip() + "\n"

@@ -17,6 +17,8 @@ from agent_fleet.domain.results import ResultItem
 __all__ = ["content_hash", "embedding_text", "full_text", "normalize_text", "rank_key", "raw_hash", "text_hash"]
 
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
+# ASCII in one pass: letters and digits lowercased, every other byte (the underscore too) a space
+_ASCII_FOLD = bytes(ord(ch.lower()) if ch.isascii() and ch.isalnum() else 32 for ch in map(chr, range(256)))
 
 
 def normalize_text(text: str) -> str:
@@ -24,7 +26,11 @@ def normalize_text(text: str) -> str:
 
     NFKC first so that full-width forms and ligatures compare equal to their plain spelling; the
     underscore counts as punctuation (``foo_bar`` and ``foo bar`` are the same words to a reader).
+    ASCII text takes a byte table instead: NFKC leaves it as it is, and there a word character is
+    a letter, a digit or the underscore.
     """
+    if text.isascii():
+        return " ".join(text.encode("ascii").translate(_ASCII_FOLD).decode("ascii").split())
     folded = unicodedata.normalize("NFKC", text).casefold()
     return " ".join(_NON_WORD.sub(" ", folded).replace("_", " ").split())
 

@@ -11,7 +11,8 @@ import math
 import struct
 from array import array
 from collections.abc import Iterable, Sequence
-from operator import mul
+from itertools import repeat
+from operator import mul, truediv
 from typing import Literal, TypeAlias
 
 __all__ = [
@@ -48,13 +49,17 @@ def normalized_sparse(weights: dict[int, float]) -> SparseVector:
     norm = math.sqrt(math.fsum(map(mul, weights.values(), weights.values())))
     if norm == 0.0:
         return {}
-    return {k: w / norm for k, w in weights.items() if w != 0.0}
+    if 0.0 in weights.values():
+        return {k: w / norm for k, w in weights.items() if w != 0.0}
+    return dict(zip(weights, map(truediv, weights.values(), repeat(norm)), strict=True))
 
 
 def dot(a: Vector, b: Vector) -> float:
     if isinstance(a, dict) and isinstance(b, dict):
-        # The key intersection runs in C; only shared features are multiplied in Python.
-        return sum([a[k] * b[k] for k in a.keys() & b.keys()])
+        # The key intersection, the products and their sum all run in C (in the intersection's order).
+        shared = a.keys() & b.keys()
+        total: float = sum(map(mul, map(a.__getitem__, shared), map(b.__getitem__, shared)))
+        return total
     if isinstance(a, dict) or isinstance(b, dict):
         raise TypeError("cannot compare a sparse vector with a dense one")
     return math.fsum(x * y for x, y in zip(a, b, strict=True))
