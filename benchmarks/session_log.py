@@ -31,31 +31,40 @@ work for the same batches on its own, statement by statement.
 Where the time goes (1,000 sessions x 50 events, CPU per event; a shared 2-core host, so the
 figures wander by 10-20 %):
 
-* SQLite, event-loop thread, ~6 us: asyncio waking each waiting task and the benchmark's own
-  loop ~2, the JSON encoding of the event ~1.4, the log's request path (checks, the request and
-  its future, the hand-over to the writer, resolving the future) ~2.5.
-* SQLite, writer thread, ~7.5 us: the event rows ~2, the projection upsert ~1.6, ``COMMIT`` ~1.3
-  (the WAL pages a batch dirtied: with 1,000 sessions interleaved every commit rewrites most leaf
-  pages of the ``(session_id, seq)`` index; the baseline pays that too), Python (planning the
-  batch, binding its rows, building the acknowledged events) ~2.5. The baseline spends ~3 us per
-  event, all of it in SQLite.
-* PostgreSQL, event-loop thread (the writer is a task on it), ~12 us: the same request path,
-  planning, asyncpg encoding the projection's arrays (it checks every element against
-  ``collections.abc``, ~1.3 us per session) and the ``COPY`` rows; each 1,000-event batch then
-  waits ~35 ms for the server (``BEGIN``, the reserving upsert ~10 ms, ``COPY`` ~15 ms, ``COMMIT``
-  with its WAL flush ~7 ms), which shares the same two cores.
+* SQLite, event-loop thread, ~4.3 us: asyncio waking each waiting task and the benchmark's own
+  loop ~2, the log's request path (checks, the request and its future, the hand-over to the
+  writer, resolving the future) ~1.7, the JSON text of the event ~0.5 (orjson: see ``_codec``).
+* SQLite, writer thread, ~4 us: the event rows ~1.8, ``COMMIT`` ~0.7-1 (with 1,000 sessions
+  interleaved each commit rewrites most leaf pages of the ``(session_id, seq)`` index, as the
+  baseline's does), the projection ~0 (written when a session is created or changes state),
+  Python (numbering the batch, the acknowledged events) ~1.2. The baseline: ~2.5-3 us, in SQLite.
+* PostgreSQL, event-loop thread (the writer is a task on it), ~6-7 us: the same request path,
+  numbering the batch and the ``COPY`` rows; each 1,000-event batch then waits ~17 ms for the
+  server (``BEGIN``, ``COPY`` ~6-9 ms, ``COMMIT`` with its WAL flush ~7 ms), which shares the
+  same two cores. A batch reads nothing first: each session's last ``seq`` is the writer's own.
+* Through an attempt's wrappers (the engine's path: its ``WatchedLog`` over the engine's
+  ``TappedLog``), ~8-9 us more per event on either backend: three futures and three turns of the
+  loop per append (the store's acknowledgement, the listener's relay, the attempt's own wait).
 
-Which limit binds. In this workload every session waits for its acknowledgement before its next
-event: while the writer commits a batch the loop has nothing to do, and while the loop wakes the
-sessions and takes their next events the writer has nothing to commit. The two threads take
-turns (and their Python shares one GIL), so an event costs the sum of both threads' CPU, ~13 us
-on SQLite, against the baseline's ~3 us of CPU (4-10 us of wall time): 0.2-0.3x measured on a
-shared host. A loaded host widens the gap: the baseline is one short single-threaded burst, while
-a run hands work between two threads a hundred times, each hand-over waiting for a core.
-Splitting each batch in two so that one half commits while the loop wakes the other was measured
-(``max_batch_events`` 500 and 334 for 1,000 sessions, GIL switch interval 5 ms and 0.5 ms): more
-commits and more CPU, no faster. On PostgreSQL the server's time per batch binds, with the loop's
-CPU beside it.
+What changed it (CPU per event of ``emit_event``, interleaved runs; before ~12.5 us on SQLite,
+~11 on PostgreSQL): appends are plain methods returning their future (~-0.5; through the
+wrappers 21 -> 16 us); the projection row is written only when it changes, ``last_seq`` and
+``updated_at`` are read from the newest event (schema version 2), and PostgreSQL numbers a batch
+from the writer's cache of last seqs instead of a reserving upsert (~-3 SQLite, ~-4 PostgreSQL);
+orjson for flat event data, byte for byte json's text (~-0.7). Tried and dropped: inlining the
+hand-over (no change); orjson for every dict (no faster here; it spells some floats otherwise
+and writes enums and UUIDs json refuses). After (two sets of 12 runs, load average 4-5.5):
+``emit_event`` 0.33-0.35x on SQLite (0.41x interleaved with the code before, which gave 0.26x),
+0.63-0.68x on PostgreSQL (0.81x interleaved, before 0.53x).
+
+Which limit binds. Every session waits for its acknowledgement before its next event, so the
+loop and the writer take turns (and share one GIL): an event costs the sum of both threads' CPU,
+~8 us on SQLite against the baseline's ~2.5 us (4-7 us of wall time); what is left is mostly
+asyncio's own cost per waiting task and SQLite work the baseline does too. A loaded host widens
+the gap: the baseline is one short single-threaded burst, a run hands work between two threads a
+hundred times, each hand-over waiting for a core. Splitting each batch in two, so that one half
+commits while the loop wakes the other, was measured in the first round: more commits and CPU,
+no faster. On PostgreSQL the server's time per batch binds, with the loop's CPU beside it.
 
 Also printed: waking every session at once (a run's start, a wave after a crash) through ``wake``,
 which reads the wakes asked for together in one snapshot, against the same sessions read one by
@@ -81,10 +90,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from agent_fleet.dispatch.watch import Progress, WatchedLog
 from agent_fleet.domain.events import EventType
 from agent_fleet.session import SessionLog, open_store
 from agent_fleet.session._sqlite_connect import connect
 from agent_fleet.session.sqlite import SqliteSessionLog
+from agent_fleet.session.tap import TappedLog
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 GOALS = {"sqlite": 0.3, "postgres": 0.5}  # emit_event over the baseline
@@ -131,9 +142,14 @@ async def wakes(log: SessionLog, sessions: int) -> tuple[Figure, Figure]:
     return batched, baseline
 
 
-async def through_api(log: SessionLog, sessions: int, events: int, batch: int) -> Figure:
+async def through_api(store: SessionLog, sessions: int, events: int, batch: int, attempts: bool = False) -> Figure:
+    """Every session appends to ``store``; with ``attempts``, as an engine's attempt does: through a
+    WatchedLog of its own over the engine's TappedLog."""
+    tapped = TappedLog(store, lambda events: None) if attempts else None
+
     async def agent(s: int) -> None:
         sid = session_id(s)
+        log = store if tapped is None else WatchedLog(tapped, Progress())
         await log.emit_event(sid, EventType.SESSION_CREATED, {"run_id": "run-0192abcdef01", "index": s})
         if batch == 1:
             for i in range(events - 1):
@@ -148,7 +164,7 @@ async def through_api(log: SessionLog, sessions: int, events: int, batch: int) -
         for s in range(sessions):
             group.create_task(agent(s))
     figure = measured(sessions * events, started, cpu)
-    last = await log.get_session(session_id(sessions - 1))
+    last = await store.get_session(session_id(sessions - 1))
     assert last is not None and last.last_seq == events, "benchmark lost events"
     return figure
 
@@ -255,6 +271,9 @@ async def run_once(name: str, args: argparse.Namespace) -> dict[str, Figure]:
         figures["emit_event"] = await fresh(emit_then_wake)
         figures[f"emit_events x{args.batch}"] = await fresh(
             lambda log: through_api(log, args.sessions, args.events, args.batch)
+        )
+        figures["emit_event, through an attempt's wrappers"] = await fresh(
+            lambda log: through_api(log, args.sessions, args.events, 1, attempts=True)
         )
         if name == "sqlite":
             # fsync on every commit: survives power loss, not only kill -9; its baseline fsyncs too.
@@ -372,22 +391,25 @@ class _TimedConnection:
         self._conn, self.cpu = conn, dict.fromkeys(("events", "sessions", "commit", "other"), 0.0)
         self.in_transaction = False
 
-    def _kind(self, sql: str) -> str:
-        return next((k for k, word in _KINDS if word in sql), "other")
-
-    def execute(self, sql: str, *args: Any) -> Any:
+    def _timed(self, run: Callable[..., Any], sql: str, *args: Any) -> Any:
         started = time.thread_time()
         try:
-            return self._conn.execute(sql, *args)
+            return run(sql, *args)
         finally:
-            self.cpu[self._kind(sql)] += time.thread_time() - started
+            self.cpu[next((k for k, word in _KINDS if word in sql), "other")] += time.thread_time() - started
             self.in_transaction = self._conn.in_transaction
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        return self._timed(self._conn.execute, sql, *args)
+
+    def executemany(self, sql: str, rows: Any) -> Any:
+        return self._timed(self._conn.executemany, sql, rows)
 
     def getlimit(self, category: int) -> int:
         return self._conn.getlimit(category)
 
 
-_KINDS = (("events", "INTO fleet_events"), ("sessions", "INTO fleet_sessions"), ("commit", "COMMIT"))
+_KINDS = (("events", "INTO fleet_events"), ("sessions", " fleet_session"), ("commit", "COMMIT"))
 
 
 async def writer_steps(args: argparse.Namespace) -> None:
@@ -424,7 +446,7 @@ async def writer_steps(args: argparse.Namespace) -> None:
     print(f"  the writer's work alone (batches of {args.sessions:,}, one thread): {total / events * 1e6:.1f} us/event:")
     for label, cpu in (
         ("event rows (multi-row INSERT)", conn.cpu["events"]),
-        ("projection (one upsert per session)", conn.cpu["sessions"]),
+        ("projection (created sessions, state changes)", conn.cpu["sessions"]),
         ("COMMIT (WAL writes, checkpoints)", conn.cpu["commit"]),
         ("BEGIN, data_version, lookups", conn.cpu["other"]),
         ("Python: planning, rows, acknowledgements", total - sql),

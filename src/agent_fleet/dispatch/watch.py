@@ -26,7 +26,7 @@ attempt is neither writing to the log nor inside a model or tool call — stuck 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from functools import partial
@@ -82,25 +82,26 @@ class WatchedLog(ForwardingLog):
     def __init__(self, inner: SessionLog, progress: Progress) -> None:
         super().__init__(inner)
         self._progress = progress
-        self._pending: set[asyncio.Task[Any]] = set()
+        self._pending: set[asyncio.Future[Any]] = set()
 
-    def _landed(self, landed: asyncio.Future[None], task: asyncio.Task[Any]) -> None:
-        self._pending.discard(task)
-        if not task.cancelled():
-            task.exception()  # a failure the cancelled caller cannot take is the run's, not a stray
+    def _landed(self, landed: asyncio.Future[None], write: asyncio.Future[Any]) -> None:
+        self._pending.discard(write)
+        if not write.cancelled():
+            write.exception()  # a failure the cancelled caller cannot take is the run's, not a stray
         if not landed.done():  # else the waiting attempt was cancelled: nobody to wake
             landed.set_result(None)
 
-    async def _write(self, write: Coroutine[Any, Any, T]) -> T:
-        # The write runs as a task of its own, and the attempt waits on a future of its own for it
-        # (asyncio.shield's construction, with one callback): cancelling the attempt must not leave a
-        # write whose landing nobody waits for. Every model call makes three or four writes, so this
-        # path is kept to one task, one future and one callback.
+    async def _write(self, write: Awaitable[T]) -> T:
+        # The attempt waits on a future of its own for the write (asyncio.shield's construction, with
+        # one callback): cancelling the attempt must not leave a write whose landing nobody waits for.
+        # A store's append is already a future, queued when it was asked for; any other awaitable runs
+        # as a task of its own. Every model call makes three or four writes, so this path is kept to
+        # one future and one callback.
         loop = asyncio.get_running_loop()
-        task = loop.create_task(write)
-        self._pending.add(task)
+        pending = write if isinstance(write, asyncio.Future) else asyncio.ensure_future(write)  # a coroutine: a task
+        self._pending.add(pending)
         landed: asyncio.Future[None] = loop.create_future()
-        task.add_done_callback(partial(self._landed, landed))
+        pending.add_done_callback(partial(self._landed, landed))
         progress = self._progress
         progress.waiting += 1  # a write in flight counts as progress (see Progress.bounded_wait)
         try:
@@ -108,7 +109,7 @@ class WatchedLog(ForwardingLog):
         finally:
             progress.waiting -= 1
         progress.writes += 1
-        return task.result()
+        return pending.result()
 
     async def settle(self) -> None:
         """Wait until every write this attempt started has landed (or failed)."""

@@ -1,10 +1,10 @@
 """Pieces both session-log backends share: JSON text, URL redaction and group-commit batches.
 
 A *batch* is everything a writer drained from its queue in one go; it is committed in one
-transaction. :func:`plan_batch` reduces a batch to one projection delta per session (how many
-events, the creating event, the last state change) and :func:`assign` turns the per-session
-base ``seq`` the database handed out into event rows and acknowledged :class:`Event` values.
-Both are pure, so the two backends agree on every rule of the projection.
+transaction. :func:`plan_appends` turns a batch and each session's last ``seq`` before it into
+event rows, acknowledged :class:`Event` values and what the batch changes in the projection: the
+sessions it creates and the state changes of the others (:class:`BatchPlan`). It is pure, so every
+backend agrees on every rule of the projection.
 """
 
 from __future__ import annotations
@@ -17,15 +17,19 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import orjson
+
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState, project_state
 from agent_fleet.errors import LeaseLost, StoreError
 
 __all__ = [
     "AppendRequest",
+    "BatchPlan",
+    "LastSeqs",
     "Outcome",
+    "Row",
     "SessionDelta",
     "SnapshotRequest",
-    "assign",
     "check_append",
     "decode_data",
     "encode_data",
@@ -33,7 +37,7 @@ __all__ = [
     "fenced_runs",
     "foreign_tables_message",
     "make_event",
-    "plan_batch",
+    "plan_appends",
     "record_from_row",
     "redact_url",
     "resolve_futures",
@@ -58,6 +62,24 @@ if _c_make_encoder is not None:
 else:  # pragma: no cover - interpreters without the C accelerator
     _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode  # type: ignore[assignment]
 _decode = json.JSONDecoder().decode
+# orjson writes json's very text (same escapes, separators and integers; byte for byte) for a dict of
+# strings, integers, booleans and None, several times faster; many events are such dicts (tool results,
+# model requests, lifecycle events). It refuses what json would write differently (a key that is not a
+# string, an integer wider than 64 bits, text that is not UTF-8), which then goes through json; so does
+# every other dict (floats, which the two spell differently; nested values; other types, some of which
+# orjson would write where json refuses them).
+_FLAT = frozenset((str, int, bool, type(None)))
+
+
+def _encode_event(value: dict[str, Any]) -> str:
+    if _FLAT.issuperset(map(type, value.values())):
+        try:
+            return orjson.dumps(value).decode()
+        except TypeError:
+            pass
+    return _encode(value)
+
+
 # An escaped NUL that is not itself the tail of an escaped backslash ("\\u0000" is text, not NUL).
 _ESCAPED_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
@@ -72,7 +94,7 @@ def encode_data(data: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
         return {}, "{}"
     value = data if type(data) is dict else dict(data)
     try:
-        text = _encode(value)
+        text = _encode_event(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise StoreError(f"event data is not JSON: {str(exc)[:200]}") from None
     if "\\u0000" in text:
@@ -134,8 +156,9 @@ def redact_url(url: str) -> str:
 # -- group commit -------------------------------------------------------------------------------
 
 
-# A request's future and what it resolves to: its events, or the error that refused them.
-Outcome = tuple[asyncio.Future[list[Event]], list[Event] | BaseException]
+# A request's future and what it resolves to: its events (its one event for ``emit_event``), or the
+# error that refused them.
+Outcome = tuple[asyncio.Future[Any], Event | list[Event] | BaseException]
 
 
 @dataclass(slots=True)
@@ -144,25 +167,25 @@ class AppendRequest:
 
     session_id: str
     items: Sequence[tuple[str, dict[str, Any], str]]  # (type, data, json text)
-    future: asyncio.Future[list[Event]]
+    future: asyncio.Future[Any]  # resolves to the list of its events, or to its one event when ``single``
     epoch: int | None = None  # the lease epoch of the run its writer holds (None: an unfenced writer)
     attempt: int | None = None  # the session's attempt fence its writer holds (lease.attempt_fence), or None
+    single: bool = False  # an ``emit_event``: one item, acknowledged with the Event itself
 
 
 @dataclass(slots=True)
 class SnapshotRequest:
     key: str
     text: str
-    future: asyncio.Future[list[Event]]
+    future: asyncio.Future[Any]
 
 
 @dataclass(slots=True)
 class SessionDelta:
-    """What one batch does to one session's projection row."""
+    """A session one batch creates: its creating event and the last state the batch moves it to."""
 
     session_id: str
-    count: int
-    first_type: str  # the creating event, if this batch creates the stream
+    first_type: str  # the creating event
     first_data: dict[str, Any]
     first_text: str
     state: SessionState | None  # the last state change in the batch, None when unchanged
@@ -183,23 +206,18 @@ class SessionDelta:
         return self.state if self.state is not None else SessionState.CREATED
 
 
-def plan_batch(requests: Iterable[AppendRequest], *, ordered: bool = True) -> dict[str, SessionDelta]:
-    """One delta per session; in session-id order unless ``ordered`` is False (a fixed lock order
-    between concurrent writers, which a store that takes one writer at a time does not need)."""
-    deltas: dict[str, SessionDelta] = {}
-    for request in requests:
-        sid, items = request.session_id, request.items
-        delta = deltas.get(sid)
-        if delta is None:
-            first = items[0]
-            delta = deltas[sid] = SessionDelta(sid, len(items), first[0], first[1], first[2], None)
-        else:
-            delta.count += len(items)
-        for item in items:
-            state = project_state(item[0])
-            if state is not None:
-                delta.state = state
-    return {key: deltas[key] for key in sorted(deltas)} if ordered else deltas
+Row = tuple[str, int, str, float, str]  # an event row: session_id, seq, type, time, JSON text
+
+
+@dataclass(slots=True)
+class BatchPlan:
+    """What one batch writes: every event row, and in the projection only what changed."""
+
+    rows: list[Row]
+    acks: list[Outcome]  # each request's acknowledgement, in queue order
+    last: dict[str, int]  # each session's last ``seq`` once the batch is committed
+    created: dict[str, SessionDelta]  # the sessions the batch creates, in the order they first appear
+    moved: dict[str, SessionState]  # sessions that existed before whose state the batch changes: the new state
 
 
 def _event_maker() -> Callable[[str, int, str, float, dict[str, Any]], Event]:
@@ -232,27 +250,94 @@ def _event_maker() -> Callable[[str, int, str, float, dict[str, Any]], Event]:
 make_event = _event_maker()
 
 
-def assign(
-    requests: Iterable[AppendRequest], base: dict[str, int], now: float
-) -> tuple[list[tuple[str, int, str, float, str]], list[Outcome]]:
-    """Event rows and each request's acknowledgement, given the last ``seq`` before this batch per session.
+# project_state as a bound dict lookup: the rule maps event types (EventType values) to states, so the
+# table of every EventType's state is the same function, a call cheaper per event.
+_STATE_OF = {t.value: s for t in EventType if (s := project_state(t)) is not None}
 
-    ``base`` is advanced in place; queue order within a session becomes ``seq`` order.
+
+def plan_appends(requests: Iterable[AppendRequest], base: Mapping[str, int], now: float) -> BatchPlan:
+    """The rows, acknowledgements and projection changes of a batch.
+
+    ``base`` is each session's last ``seq`` before the batch (absent or 0: the batch creates the
+    session); it is only read. Queue order within a session becomes ``seq`` order.
     """
-    rows: list[tuple[str, int, str, float, str]] = []
+    rows: list[Row] = []
     acks: list[Outcome] = []
-    add_row, add_ack, event = rows.append, acks.append, make_event
+    last: dict[str, int] = {}
+    created: dict[str, SessionDelta] = {}
+    moved: dict[str, SessionState] = {}
+    add_row, add_ack, event, state_of = rows.append, acks.append, make_event, _STATE_OF.get
     for request in requests:
         sid = request.session_id
-        seq = base[sid]
-        events = []
-        for type_, data, text in request.items:
+        seq = last.get(sid)
+        if seq is None:
+            seq = base.get(sid, 0)
+            if not seq:
+                first = request.items[0]
+                created[sid] = SessionDelta(sid, first[0], first[1], first[2], None)
+        if request.single:
+            type_, data, text = request.items[0]
             seq += 1
             add_row((sid, seq, type_, now, text))
-            events.append(event(sid, seq, type_, now, data))
-        base[sid] = seq
-        add_ack((request.future, events))
-    return rows, acks
+            add_ack((request.future, event(sid, seq, type_, now, data)))
+            state = state_of(type_)
+            if state is not None:
+                _moves(sid, state, created, moved)
+        else:
+            events = []
+            for type_, data, text in request.items:
+                seq += 1
+                add_row((sid, seq, type_, now, text))
+                events.append(event(sid, seq, type_, now, data))
+                state = state_of(type_)
+                if state is not None:
+                    _moves(sid, state, created, moved)
+            add_ack((request.future, events))
+        last[sid] = seq
+    return BatchPlan(rows, acks, last, created, moved)
+
+
+def _moves(sid: str, state: SessionState, created: dict[str, SessionDelta], moved: dict[str, SessionState]) -> None:
+    delta = created.get(sid)
+    if delta is not None:
+        delta.state = state
+    else:
+        moved[sid] = state
+
+
+class LastSeqs:
+    """Each session's last ``seq`` as its writer last committed or read it: the base of its next batch.
+
+    A writer keeps it so that a batch reads nothing before it writes; each backend knows when an
+    entry may be stale (another writer on the store) and drops it (:meth:`forget`).
+    """
+
+    LIMIT = 200_000  # sessions remembered
+
+    def __init__(self) -> None:
+        self.last: dict[str, int] = {}
+
+    def unknown(self, requests: Iterable[AppendRequest]) -> list[str]:
+        """The sessions of ``requests`` not cached, once each."""
+        known = self.last
+        return list(dict.fromkeys(r.session_id for r in requests if r.session_id not in known))
+
+    def read(self, sessions: Sequence[str], found: Iterable[tuple[str, int]]) -> None:
+        """What the store holds for ``sessions`` (the ones not in ``found`` have no events yet)."""
+        self.last.update(dict.fromkeys(sessions, 0))
+        self.last.update(found)
+
+    def committed(self, last: Mapping[str, int]) -> None:
+        if len(self.last) > self.LIMIT:
+            self.last.clear()
+        self.last.update(last)
+
+    def forget(self, sessions: Iterable[str] | None = None) -> None:
+        if sessions is None:
+            self.last.clear()
+            return
+        for sid in sessions:
+            self.last.pop(sid, None)
 
 
 def fenced_runs(requests: Iterable[AppendRequest]) -> list[str]:
@@ -269,7 +354,7 @@ def fenced_runs(requests: Iterable[AppendRequest]) -> list[str]:
 
 def split_fenced(
     requests: list[AppendRequest], epochs: Mapping[str, int]
-) -> tuple[list[AppendRequest], list[tuple[asyncio.Future[list[Event]], BaseException]]]:
+) -> tuple[list[AppendRequest], list[tuple[asyncio.Future[Any], BaseException]]]:
     """The requests the store may write and the refusals of those a newer lease fenced off.
 
     ``epochs`` is each run's lease epoch read in the write transaction; a request whose epoch is
@@ -277,7 +362,7 @@ def split_fenced(
     request whose attempt fence is not its session's current one (a newer attempt took the session).
     """
     allowed: list[AppendRequest] = []
-    refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
+    refused: list[tuple[asyncio.Future[Any], BaseException]] = []
     for request in requests:
         if request.attempt is not None and epochs.get(request.session_id) != request.attempt:
             held = epochs.get(request.session_id)

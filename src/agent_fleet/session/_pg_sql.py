@@ -21,10 +21,8 @@ class Statements:
                 kind text NOT NULL,
                 run_id text,
                 state text,
-                last_seq bigint NOT NULL,
-                created_at double precision NOT NULL,
-                updated_at double precision NOT NULL
-            ) WITH (fillfactor = 50);
+                created_at double precision NOT NULL
+            );
             CREATE TABLE IF NOT EXISTS {q}fleet_session_info (session_id text PRIMARY KEY, info jsonb NOT NULL);
             CREATE INDEX IF NOT EXISTS fleet_sessions_by_run ON {q}fleet_sessions (run_id, session_id);
             CREATE INDEX IF NOT EXISTS fleet_sessions_by_kind ON {q}fleet_sessions (kind, created_at);
@@ -74,21 +72,25 @@ class Statements:
             "ORDER BY table_name"
         )
         self.schema_version = f"SELECT value FROM {q}fleet_meta WHERE key = 'schema_version'"
-        self.set_schema_version = f"INSERT INTO {q}fleet_meta VALUES ('schema_version', $1)"
-        # Rows go in (and are locked) in session-id order: a fixed lock order between writers.
-        self.reserve = f"""
-            INSERT INTO {q}fleet_sessions AS s
-                (session_id, kind, run_id, state, last_seq, created_at, updated_at)
-            SELECT t.session_id, t.kind, t.run_id, t.state, t.n, $6, $6
-            FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[])
-                WITH ORDINALITY AS t(session_id, n, kind, run_id, state, ord)
-            ORDER BY t.ord
-            ON CONFLICT (session_id) DO UPDATE SET
-                last_seq = s.last_seq + excluded.last_seq,
-                updated_at = excluded.updated_at,
-                state = coalesce(excluded.state, s.state)
-            RETURNING s.session_id, s.last_seq
-        """
+        self.set_schema_version = (
+            f"INSERT INTO {q}fleet_meta VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = $1"
+        )
+        # Version 1 rewrote last_seq and updated_at in every batch; version 2 reads them from the newest event.
+        self.migrations = {
+            1: f"ALTER TABLE {q}fleet_sessions DROP COLUMN last_seq, DROP COLUMN updated_at, RESET (fillfactor)"
+        }
+        self.last_seqs = (
+            f"SELECT session_id, max(seq) FROM {q}fleet_events WHERE session_id = ANY($1::text[]) GROUP BY session_id"
+        )
+        self.insert_sessions = (
+            f"INSERT INTO {q}fleet_sessions (session_id, kind, run_id, state, created_at) "
+            "SELECT t.session_id, t.kind, t.run_id, t.state, $5 "
+            "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS t(session_id, kind, run_id, state)"
+        )
+        self.move_sessions = (
+            f"UPDATE {q}fleet_sessions s SET state = t.state "
+            "FROM unnest($1::text[], $2::text[]) AS t(session_id, state) WHERE s.session_id = t.session_id"
+        )
         self.insert_info = (
             f"INSERT INTO {q}fleet_session_info (session_id, info) "
             "SELECT t.session_id, t.info::jsonb FROM unnest($1::text[], $2::text[]) AS t(session_id, info)"
@@ -99,8 +101,18 @@ class Statements:
         )
 
     def _reads(self, q: str) -> None:
-        cols = "s.session_id, s.kind, s.run_id, s.state, s.last_seq, s.created_at, s.updated_at, i.info::text"
-        sessions = f"{q}fleet_sessions s LEFT JOIN {q}fleet_session_info i ON i.session_id = s.session_id"
+        # A session's last seq and the time of its last event are its newest event's (one backward probe
+        # of the events' primary key): the projection row is written only when the session is created
+        # and when its state changes.
+        cols = (
+            "s.session_id, s.kind, s.run_id, s.state, coalesce(l.seq, 0), s.created_at, "
+            "coalesce(l.time, s.created_at), i.info::text"
+        )
+        sessions = (
+            f"{q}fleet_sessions s LEFT JOIN {q}fleet_session_info i ON i.session_id = s.session_id "
+            f"LEFT JOIN LATERAL (SELECT e.seq, e.time FROM {q}fleet_events e WHERE e.session_id = s.session_id "
+            "ORDER BY e.seq DESC LIMIT 1) l ON true"
+        )
         self.get_snapshot = f"SELECT data::text FROM {q}fleet_snapshots WHERE key = $1"
         self.select_session = f"SELECT {cols} FROM {sessions} WHERE s.session_id = $1"
         self.select_sessions_any = f"SELECT {cols} FROM {sessions} WHERE s.session_id = ANY($1::text[])"

@@ -8,8 +8,9 @@ statements instead: the rows are bound in one go and stepped in one call, a hand
 per batch instead of one per row. Statement sizes are powers of two (a 1,000-row batch is six
 statements), so the connection's statement cache keeps each compiled once.
 
-The projection is one upsert per session per batch: a new session's row is inserted with its
-kind, run and first state, a known one's ``last_seq``, ``updated_at`` and state move.
+The projection is written only where the batch changes it: a row for each session the batch
+creates, and the new state of each session whose state it moves. A session's last ``seq`` and the
+time of its last event are its newest event's (see ``_sqlite_rows``), so most batches write events only.
 
 Each session's last ``seq`` is cached (:class:`SeqCache`), but ``PRAGMA data_version`` is checked
 inside every write transaction and the cache dropped when another connection (another process
@@ -20,23 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
+from typing import Any
 
-from agent_fleet.domain.events import Event
 from agent_fleet.session._codec import (
     AppendRequest,
+    BatchPlan,
+    LastSeqs,
     Outcome,
-    SessionDelta,
     SnapshotRequest,
-    assign,
     fenced_runs,
-    plan_batch,
+    plan_appends,
     split_fenced,
 )
 from agent_fleet.session._sqlite_lease import lease_epochs
 
-__all__ = ["EVENTS", "INFO", "SESSIONS", "SeqCache", "Values", "session_rows", "write_batch"]
+__all__ = ["EVENTS", "INFO", "SESSIONS", "SeqCache", "Values", "write_batch"]
 
 _PUT_SNAPSHOT = (
     "INSERT INTO fleet_snapshots (key, data, updated_at) VALUES (?, ?, ?) "
@@ -70,47 +71,31 @@ class Values:
 
 
 EVENTS = Values("INSERT INTO fleet_events (session_id, seq, type, time, data)", 5)
-SESSIONS = Values(
-    "INSERT INTO fleet_sessions (session_id, kind, run_id, state, last_seq, created_at, updated_at)",
-    7,
-    " ON CONFLICT (session_id) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at, "
-    "state = coalesce(excluded.state, fleet_sessions.state)",
-)
+SESSIONS = Values("INSERT INTO fleet_sessions (session_id, kind, run_id, state, created_at)", 5)
 INFO = Values("INSERT INTO fleet_session_info (session_id, info)", 2)
+_MOVE = "UPDATE fleet_sessions SET state = ? WHERE session_id = ?"
 
 
-def session_rows(
-    deltas: dict[str, SessionDelta], base: dict[str, int], now: float
-) -> tuple[list[tuple[object, ...]], list[tuple[str, str]]]:
-    """The projection upserts of a batch and the creating data of the sessions it starts.
-
-    ``base`` is each session's last ``seq`` before the batch, 0 for a session the batch creates.
-    A known session's row exists (its ``seq`` was read from it), so its upsert only ever updates:
-    ``last_seq``, ``updated_at`` and the batch's state change, or None (the row keeps its state).
-    """
-    upserts: list[tuple[object, ...]] = []
-    created: list[tuple[str, str]] = []
-    for sid, delta in deltas.items():
-        start = base[sid]
-        if start:
-            upserts.append((sid, "", None, delta.state, start + delta.count, now, now))
-        else:
-            upserts.append((sid, delta.kind, delta.run_id, delta.created_state, delta.count, now, now))
-            created.append((sid, delta.first_text))
-    return upserts, created
+def _write_projection(conn: sqlite3.Connection, plan: BatchPlan, now: float, limit: int) -> None:
+    """The rows of the sessions the batch creates (with their creating data), the states it moves."""
+    if plan.created:
+        deltas = plan.created.values()
+        SESSIONS.insert(conn, [(d.session_id, d.kind, d.run_id, d.created_state, now) for d in deltas], limit)
+        INFO.insert(conn, [(d.session_id, d.first_text) for d in deltas], limit)
+    if plan.moved:
+        conn.executemany(_MOVE, [(state, sid) for sid, state in plan.moved.items()])
 
 
-class SeqCache:
-    """Each session's last ``seq`` as the writer last committed it, valid while no other connection commits."""
-
-    LIMIT = 200_000  # sessions remembered
+class SeqCache(LastSeqs):
+    """The last ``seq`` cache of the SQLite writer, valid while no other connection commits."""
 
     def __init__(self) -> None:
-        self.last: dict[str, int] = {}
+        super().__init__()
         self._version = -1
 
-    def forget(self) -> None:
+    def forget(self, sessions: Iterable[str] | None = None) -> None:
         """A new connection counts versions afresh: everything is read again."""
+        super().forget(sessions)
         self._version = -1
 
     def check(self, conn: sqlite3.Connection) -> None:
@@ -120,22 +105,14 @@ class SeqCache:
             self.last.clear()
             self._version = version
 
-    def bases(self, conn: sqlite3.Connection, sessions: Sequence[str]) -> dict[str, int]:
-        """The last ``seq`` of each session (0 for a new one), read from the table where not cached."""
-        known = self.last
-        base = {sid: known.get(sid, 0) for sid in sessions}
-        unknown = [sid for sid in sessions if sid not in known]
+    def look_up(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
+        """Reads the last ``seq`` of the batch's sessions that are not cached (0: no events yet)."""
+        unknown = self.unknown(requests)
         for start in range(0, len(unknown), _LOOKUP_CHUNK):
             chunk = unknown[start : start + _LOOKUP_CHUNK]
             marks = ",".join("?" * len(chunk))
-            sql = f"SELECT session_id, last_seq FROM fleet_sessions WHERE session_id IN ({marks})"
-            base.update(conn.execute(sql, chunk).fetchall())
-        return base
-
-    def committed(self, base: dict[str, int]) -> None:
-        if len(self.last) > self.LIMIT:
-            self.last.clear()
-        self.last.update(base)
+            sql = f"SELECT session_id, max(seq) FROM fleet_events WHERE session_id IN ({marks}) GROUP BY session_id"
+            self.read(chunk, conn.execute(sql, chunk).fetchall())
 
 
 def write_batch(
@@ -149,19 +126,17 @@ def write_batch(
     conn.execute("BEGIN IMMEDIATE")
     try:
         seqs.check(conn)
-        refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
+        refused: list[tuple[asyncio.Future[Any], BaseException]] = []
         runs = fenced_runs(appends)
         if runs:  # fencing: the epoch is read in this transaction, so no takeover can slip in between
             appends, refused = split_fenced(appends, lease_epochs(conn, runs))
-        deltas = plan_batch(appends, ordered=False)  # one writer at a time: no lock order to keep
-        base = seqs.bases(conn, list(deltas))
+        seqs.look_up(conn, appends)
         now = clock()
-        upserts, created = session_rows(deltas, base, now)
-        rows, outcomes = assign(appends, base, now)
+        plan = plan_appends(appends, seqs.last, now)
         limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-        EVENTS.insert(conn, rows, limit)
-        SESSIONS.insert(conn, upserts, limit)
-        INFO.insert(conn, created, limit)
+        EVENTS.insert(conn, plan.rows, limit)
+        if plan.created or plan.moved:
+            _write_projection(conn, plan, now, limit)
         if snapshots:
             conn.executemany(_PUT_SNAPSHOT, [(s.key, s.text, now) for s in snapshots])
         conn.execute("COMMIT")
@@ -169,7 +144,8 @@ def write_batch(
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    seqs.committed(base)
+    seqs.committed(plan.last)
+    outcomes = plan.acks
     outcomes += [(s.future, []) for s in snapshots]
     outcomes += refused
     return outcomes

@@ -14,6 +14,8 @@ from agent_fleet.session.port import WakeState
 __all__ = [
     "SCHEMA",
     "SESSIONS",
+    "SESSIONS_INDEXES",
+    "SESSIONS_TABLE",
     "SESSION_COLUMNS",
     "as_store_error",
     "events",
@@ -23,7 +25,20 @@ __all__ = [
     "wake_many",
 ]
 
-SCHEMA = """
+SESSIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS fleet_sessions (
+    session_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    run_id TEXT,
+    state TEXT,
+    created_at REAL NOT NULL
+) WITHOUT ROWID
+"""
+SESSIONS_INDEXES = """
+CREATE INDEX IF NOT EXISTS fleet_sessions_by_run ON fleet_sessions (run_id, session_id);
+CREATE INDEX IF NOT EXISTS fleet_sessions_by_kind ON fleet_sessions (kind, created_at);
+"""
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS fleet_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fleet_events (
     id INTEGER PRIMARY KEY,
@@ -34,27 +49,27 @@ CREATE TABLE IF NOT EXISTS fleet_events (
     data TEXT NOT NULL,
     UNIQUE (session_id, seq)
 );
-CREATE TABLE IF NOT EXISTS fleet_sessions (
-    session_id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    run_id TEXT,
-    state TEXT,
-    last_seq INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS fleet_sessions_by_run ON fleet_sessions (run_id, session_id);
-CREATE INDEX IF NOT EXISTS fleet_sessions_by_kind ON fleet_sessions (kind, created_at);
+{SESSIONS_TABLE};
+{SESSIONS_INDEXES}
 CREATE TABLE IF NOT EXISTS fleet_session_info (session_id TEXT PRIMARY KEY, info TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fleet_snapshots (key TEXT PRIMARY KEY, data TEXT NOT NULL, updated_at REAL NOT NULL);
 """
 # Events are a rowid table (appends land at the end of the B-tree) with a (session_id, seq)
 # index: measured ~2x faster to insert than a WITHOUT ROWID table keyed by (session_id, seq),
 # and large model responses do not bloat the key B-tree.
-# The projection row is rewritten by every batch that touches its session, so it stays small:
-# the creating event's data (``info``, possibly large) lives in its own table, written once.
-SESSION_COLUMNS = "s.session_id, s.kind, s.run_id, s.state, s.last_seq, s.created_at, s.updated_at, i.info"
-SESSIONS = "fleet_sessions s LEFT JOIN fleet_session_info i ON i.session_id = s.session_id"
+# The projection row holds what only changes now and then (kind, run, state, creation time); it is
+# written when the session is created and when its state changes, not by every batch. A session's
+# last ``seq`` and the time of its last event (``updated_at``) are read from its newest event, one
+# probe of the (session_id, seq) index. The creating event's data (``info``, possibly large) lives in
+# its own table, written once.
+SESSION_COLUMNS = (
+    "s.session_id, s.kind, s.run_id, s.state, coalesce(l.seq, 0), s.created_at, coalesce(l.time, s.created_at), i.info"
+)
+SESSIONS = (
+    "fleet_sessions s LEFT JOIN fleet_session_info i ON i.session_id = s.session_id "
+    "LEFT JOIN fleet_events l ON l.session_id = s.session_id "
+    "AND l.seq = (SELECT max(e.seq) FROM fleet_events e WHERE e.session_id = s.session_id)"
+)
 _IN_CHUNK = 500  # session ids per IN (...) list, well under SQLite's bound-parameter limit
 
 

@@ -4,6 +4,10 @@ Lifecycle. ``open`` once (``async with`` opens and closes); a closed store is no
 ``close`` hands the writer everything queued before it and returns once all of it is committed
 and acknowledged.
 
+Appends. ``emit_event`` and ``emit_events`` are plain methods: each checks and encodes its events,
+queues the request and returns the future of its acknowledgement, which the caller awaits (no
+coroutine or task per append; a bad append fails the future, as the coroutine's await did).
+
 Group commit. Callers' appends collect in a list during one turn of the event loop; at the end
 of the turn (a ``call_soon`` callback, so after every task that turn woke) the list goes to the
 writer in one piece. The writer (a thread for SQLite, a task for PostgreSQL) drains what it has
@@ -117,24 +121,46 @@ class QueuedWrites(ABC):
 
     # -- appends --------------------------------------------------------------------------------
 
-    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
-        check_append(session_id, type)
-        value, text = encode_data(data)
+    def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> asyncio.Future[Event]:
+        """Queues the append at once and returns the future of its acknowledgement (no task, no coroutine).
+
+        What the caller sees is what an ``async def`` would give: the future is awaited where the
+        coroutine was, and a bad append (or a store that is not open) fails the future, not the call.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Event] = loop.create_future()
+        try:
+            check_append(session_id, type)
+            value, text = encode_data(data)
+            if self._state is not Lifecycle.OPEN:
+                self._ensure_open()
+        except Exception as exc:
+            future.set_exception(exc)
+            return future
         fences = self._fences
         epoch = fences.get(run_of(session_id)) if fences else None
-        future = asyncio.get_running_loop().create_future()
-        request = AppendRequest(session_id, ((type, value, text),), future, epoch, attempt_fence.get())
-        events = await self._submit(request)
-        return events[0]
+        self._submit(AppendRequest(session_id, ((type, value, text),), future, epoch, attempt_fence.get(), True), loop)
+        return future
 
-    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
-        check_append(session_id, "event")
-        items = encode_items(session_id, events)
+    def emit_events(
+        self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]
+    ) -> asyncio.Future[list[Event]]:
+        """Like :meth:`emit_event`, for several events of one session, atomically."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Event]] = loop.create_future()
+        try:
+            check_append(session_id, "event")
+            items = encode_items(session_id, events)
+            if items and self._state is not Lifecycle.OPEN:
+                self._ensure_open()
+        except Exception as exc:
+            future.set_exception(exc)
+            return future
         if not items:
-            return []
-        future = asyncio.get_running_loop().create_future()
-        request = AppendRequest(session_id, items, future, self._epoch_of(session_id), attempt_fence.get())
-        return await self._submit(request)
+            future.set_result([])
+            return future
+        self._submit(AppendRequest(session_id, items, future, self._epoch_of(session_id), attempt_fence.get()), loop)
+        return future
 
     def fence(self, run_id: str, epoch: int | None) -> None:
         """Every later append to the run's sessions carries ``epoch``; the writer checks it (lease.py)."""
@@ -146,11 +172,8 @@ class QueuedWrites(ABC):
     def _epoch_of(self, session_id: str) -> int | None:
         return self._fences.get(run_of(session_id)) if self._fences else None
 
-    def _submit(self, request: AppendRequest) -> asyncio.Future[list[Event]]:
-        if self._state is not Lifecycle.OPEN:
-            self._ensure_open()
-        future = request.future
-        loop = future.get_loop()
+    def _submit(self, request: AppendRequest, loop: asyncio.AbstractEventLoop) -> None:
+        """Queues an append whose future belongs to ``loop`` (the running loop)."""
         if loop is self._loop:
             self._pending.append(request)
             self._pending_events += len(request.items)
@@ -161,7 +184,6 @@ class QueuedWrites(ABC):
             self._foreign_loops = True
             self._appends.append(([request], len(request.items)))
             self._wake_writer()
-        return future
 
     def _flush(self) -> None:
         """Hands the writer what this turn of the loop appended (runs at the end of the turn)."""

@@ -26,7 +26,7 @@ from agent_fleet.session._codec import (
     encode_data,
     encode_items,
     fenced_runs,
-    plan_batch,
+    plan_appends,
     run_of,
     split_fenced,
 )
@@ -124,25 +124,26 @@ class MemorySessionLog:
         _, refused = split_fenced([request], epochs)
         if refused:
             raise refused[0][1]
-        delta = plan_batch([request])[session_id]
         now = self._wall_clock()
         stream = self.store.streams.get(session_id)
+        plan = plan_appends([request], {session_id: stream.record.last_seq} if stream is not None else {}, now)
+        delta = plan.created.get(session_id)
         if stream is None:
+            assert delta is not None
             record = SessionRecord(
                 session_id, delta.kind, delta.run_id, delta.created_state, 0, now, now, {}
             )  # info is decoded from its text on every read
             stream = self.store.streams[session_id] = _Stream(record)
             stream.events.append((0, "", now, delta.first_text))  # seq 0 holds the creating event's data
-        seq = stream.record.last_seq
-        out = []
-        for type_, value, text in items:
-            seq += 1
-            stream.events.append((seq, type_, now, text))
-            out.append(Event(session_id, seq, type_, now, value))
+        stream.events += [(seq, type_, at, text) for _, seq, type_, at, text in plan.rows]
         old = stream.record
-        state = old.state if delta.state is None or old.last_seq == 0 else delta.state
-        stream.record = SessionRecord(old.session_id, old.kind, old.run_id, state, seq, old.created_at, now, {})
-        return out
+        state = plan.moved.get(session_id, old.state)
+        stream.record = SessionRecord(
+            old.session_id, old.kind, old.run_id, state, plan.last[session_id], old.created_at, now, {}
+        )
+        events = plan.acks[0][1]
+        assert isinstance(events, list)
+        return events
 
     async def put_snapshot(self, key: str, data: Mapping[str, Any]) -> None:
         _, text = encode_data(data)

@@ -8,8 +8,9 @@ Guarantees every implementation gives (one test suite checks both):
 
 * ``seq`` starts at 1 per session and has no gaps;
 * ``emit_events`` is atomic: all of its events are stored, or none;
-* when ``emit_event``/``emit_events`` returns, the events are durable: they survive ``kill -9``
-  of the process (group commit: many events share one fsync, none is acknowledged early);
+* when what ``emit_event``/``emit_events`` returned has been awaited, the events are durable: they
+  survive ``kill -9`` of the process (group commit: many events share one fsync, none is acknowledged
+  early);
 * the projection (:class:`SessionRecord`) is updated in the same transaction as the events.
 
 :class:`ForwardingLog` is the base of every wrapper around a log (an attempt's watched view, fault
@@ -18,7 +19,7 @@ injection, listeners): it forwards each call, and a wrapper overrides what it ch
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -42,11 +43,15 @@ class SessionLog(Protocol):
     async def close(self) -> None:
         """Flush pending writes and release resources. Safe to call twice."""
 
-    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
-        """Append one event; returns it with its ``seq`` once it is durable."""
+    def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Awaitable[Event]:
+        """Append one event; awaiting the result gives it with its ``seq`` once it is durable.
 
-    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
-        """Append several events to one session atomically."""
+        An ``async def`` implements this; so does a plain method that queues the append at once and
+        returns a future (the stores do: no coroutine per append). Either way, callers ``await`` it.
+        """
+
+    def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> Awaitable[list[Event]]:
+        """Append several events to one session atomically (awaited like :meth:`emit_event`)."""
 
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
 
@@ -83,11 +88,11 @@ class ForwardingLog:
     async def close(self) -> None:
         await self.inner.close()
 
-    async def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Event:
-        return await self.inner.emit_event(session_id, type, data)
+    def emit_event(self, session_id: str, type: str, data: Mapping[str, Any] | None = None) -> Awaitable[Event]:
+        return self.inner.emit_event(session_id, type, data)
 
-    async def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Event]:
-        return await self.inner.emit_events(session_id, events)
+    def emit_events(self, session_id: str, events: Sequence[tuple[str, Mapping[str, Any]]]) -> Awaitable[list[Event]]:
+        return self.inner.emit_events(session_id, events)
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         return await self.inner.get_session(session_id)

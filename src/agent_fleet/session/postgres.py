@@ -6,17 +6,19 @@ drains the queue and commits each batch in one transaction, then resolves the fu
 A commit returns after PostgreSQL has flushed its WAL (``synchronous_commit`` on, the server
 default), so an acknowledged event survives the death of this process and of the server.
 
-Several processes may append to the same store, even to the same session. ``seq`` comes from
-the projection row: one ``INSERT ... ON CONFLICT DO UPDATE SET last_seq = last_seq + n
-RETURNING last_seq`` per batch reserves a contiguous range per session under the row lock,
-in the same transaction as the events, so ranges never overlap and an aborted batch leaves no
-gap. Rows are locked in session-id order, so concurrent writers cannot deadlock. The primary
-key on ``(session_id, seq)`` backs all of this up.
+``seq``. The writer keeps each session's last ``seq`` (:class:`~agent_fleet.session._codec.LastSeqs`),
+read once from the events (``max(seq)``) and advanced by every batch it commits, so a batch numbers
+its events without a round trip. Several processes may append to the same store, even to the same
+session: the primary key on ``(session_id, seq)`` refuses a ``seq`` another writer took meanwhile
+(its batch is rolled back whole, so nothing is half-written), and the writer reads those sessions'
+``seq`` again and commits the batch again. Since ``seq`` has no gaps, a stale entry always names
+a ``seq`` that is taken: it cannot slip through.
 
-Every batch rewrites one projection row per session it touches; the table keeps half of each
-page free (``fillfactor = 50``) so those updates stay HOT (no index writes, in-page pruning),
-which measured ~1.3x faster under 1,000 busy sessions, and the creating event's data
-(``info``, possibly large) lives in its own table, written once, so that row stays small.
+The projection row (kind, run, state, creation time) is written when a session is created and when
+its state changes, in the batch's transaction; a session's last ``seq`` and last event time are read
+from its newest event. The creating event's data (``info``, possibly large) lives in its own table.
+Version 1 of the schema rewrote ``last_seq`` and ``updated_at`` in every batch; opening a version-1
+store drops the two columns (version 2).
 
 One writer per process: spreading sessions over several writer connections ("lanes") was
 measured no faster on a 2-core host, where the server is the bottleneck; scale-out processes
@@ -43,12 +45,14 @@ from agent_fleet.domain.events import Event, SessionRecord
 from agent_fleet.errors import ConfigError, StoreError, StoreUnreachable
 from agent_fleet.session._codec import (
     AppendRequest,
+    BatchPlan,
+    LastSeqs,
+    Row,
     SnapshotRequest,
-    assign,
     decode_data,
     fenced_runs,
     foreign_tables_message,
-    plan_batch,
+    plan_appends,
     record_from_row,
     redact_url,
     resolve_futures,
@@ -66,7 +70,8 @@ from agent_fleet.session.port import WakeState
 
 __all__ = ["PostgresSessionLog"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+_MOST_CONFLICTS = 50  # batches in a row refused for a seq another writer took, before giving up
 _T = TypeVar("_T")
 
 
@@ -89,8 +94,9 @@ _TRANSIENT = (
 class _Attempt:
     """One try of a batch: its rows and acknowledgements, set once only its COMMIT is left."""
 
-    rows: list[tuple[str, int, str, float, str]] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     outcomes: list[_Outcome] | None = None
+    last: dict[str, int] = field(default_factory=dict)  # each session's last seq once it is committed
 
 
 class PostgresSessionLog(QueuedWrites):
@@ -120,6 +126,7 @@ class PostgresSessionLog(QueuedWrites):
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._sql = Statements(f'"{schema}".' if schema else "")
+        self._seqs = LastSeqs()  # owned by the writer task
         self._wakes = WakeBatcher(self._wake_many)
 
     def __repr__(self) -> str:
@@ -143,11 +150,7 @@ class PostgresSessionLog(QueuedWrites):
                 if self.schema:
                     await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 await conn.execute(self._sql.schema)
-                version = await conn.fetchval(self._sql.schema_version)
-                if version is None:
-                    await conn.execute(self._sql.set_schema_version, str(SCHEMA_VERSION))
-                elif int(version) > SCHEMA_VERSION:
-                    raise StoreError(f"session store has schema version {version}; this version reads {SCHEMA_VERSION}")
+                await self._migrate(conn)
         except (StoreError, ConfigError):
             await self._discard_pool()
             raise
@@ -156,6 +159,16 @@ class PostgresSessionLog(QueuedWrites):
             raise StoreUnreachable(f"cannot reach session store {redact_url(self._dsn)}: {self._reason(exc)}") from None
         # Owned, not fire-and-forget: close() drains the queue and awaits this task.
         self._writer = asyncio.get_running_loop().create_task(self._writer_main(), name="session-log-writer")
+
+    async def _migrate(self, conn: asyncpg.Connection) -> None:
+        """Brings a store written by an older schema version up to this one (in the open's transaction)."""
+        version = await conn.fetchval(self._sql.schema_version)
+        if version is not None and int(version) > SCHEMA_VERSION:
+            raise StoreError(f"session store has schema version {version}; this version reads {SCHEMA_VERSION}")
+        if version is None or int(version) < SCHEMA_VERSION:
+            for step in range(int(version or SCHEMA_VERSION), SCHEMA_VERSION):
+                await conn.execute(self._sql.migrations[step])
+            await conn.execute(self._sql.set_schema_version, str(SCHEMA_VERSION))
 
     async def _stop(self) -> None:
         if self._writer is not None:
@@ -223,15 +236,24 @@ class PostgresSessionLog(QueuedWrites):
         """
         tries = self._retry.start("write")
         attempt = _Attempt()
+        conflicts = 0
         while True:
             try:
                 if attempt.outcomes is not None and await self._landed(attempt):
                     outcomes = attempt.outcomes
+                    self._seqs.committed(attempt.last)
                 else:
                     attempt = _Attempt()
                     outcomes = await self._commit(appends, snapshots, attempt)
             except _TRANSIENT as exc:
                 await asyncio.sleep(tries.pause_after(_first_line(exc)))  # StoreUnavailable past the deadline
+                continue
+            except asyncpg.UniqueViolationError:
+                # Another writer took a seq this batch numbered from: read those sessions again.
+                conflicts += 1
+                if conflicts >= _MOST_CONFLICTS:
+                    raise
+                self._seqs.forget(r.session_id for r in appends)
                 continue
             self._retry.succeeded()
             return outcomes
@@ -272,46 +294,54 @@ class PostgresSessionLog(QueuedWrites):
         snapshots: list[SnapshotRequest],
         attempt: _Attempt,
     ) -> list[_Outcome]:
-        deltas = plan_batch(appends)
         now = self._wall_clock()
         sql = self._sql
-        refused: list[tuple[asyncio.Future[list[Event]], BaseException]] = []
+        refused: list[tuple[asyncio.Future[Any], BaseException]] = []
         async with conn.transaction():
             runs = fenced_runs(appends)
             if runs:  # fencing: FOR SHARE holds off a takeover (an UPDATE of the row) until this commits
                 epochs = {rid: int(e) for rid, e in await conn.fetch(sql.lease_epochs, runs)}
                 appends, refused = split_fenced(appends, epochs)
-                deltas = plan_batch(appends)
-            base: dict[str, int] = {}
-            if deltas:
-                reserved = await conn.fetch(
-                    sql.reserve,
-                    list(deltas),
-                    [d.count for d in deltas.values()],
-                    [d.kind for d in deltas.values()],
-                    [d.run_id for d in deltas.values()],
-                    [d.state for d in deltas.values()],
-                    now,
-                )
-                base = {sid: last - deltas[sid].count for sid, last in reserved}
-                # A row whose counter starts this batch was created by it: store its creating data.
-                created = [sid for sid, start in base.items() if start == 0]
-                if created:
-                    await conn.execute(sql.insert_info, created, [deltas[sid].first_text for sid in created])
-            rows, outcomes = assign(appends, base, now)
-            if rows:
+            unknown = self._seqs.unknown(appends)
+            if unknown:
+                self._seqs.read(unknown, [(sid, int(last)) for sid, last in await conn.fetch(sql.last_seqs, unknown)])
+            plan = plan_appends(appends, self._seqs.last, now)
+            if plan.created or plan.moved:
+                await self._write_projection(conn, plan, now)
+            if plan.rows:
                 await conn.copy_records_to_table(
                     "fleet_events",
-                    records=rows,
+                    records=plan.rows,
                     columns=("session_id", "seq", "type", "time", "data"),
                     schema_name=self.schema,
                 )
             if snapshots:
                 await conn.executemany(sql.put_snapshot, [(s.key, s.text, now) for s in snapshots])
+            outcomes = plan.acks
             outcomes += [(s.future, []) for s in snapshots]
             outcomes.extend(refused)
-            attempt.rows, attempt.outcomes = rows, outcomes  # from here on only the COMMIT is left
+            attempt.rows, attempt.outcomes, attempt.last = plan.rows, outcomes, plan.last  # only the COMMIT is left
+        self._seqs.committed(plan.last)
         return outcomes
+
+    async def _write_projection(self, conn: asyncpg.Connection, plan: BatchPlan, now: float) -> None:
+        """The rows of the sessions the batch creates (with their creating data), the states it moves."""
+        sql = self._sql
+        if plan.created:
+            deltas = list(plan.created.values())
+            sids = [d.session_id for d in deltas]
+            kinds, runs, states = (
+                [d.kind for d in deltas],
+                [d.run_id for d in deltas],
+                [d.created_state for d in deltas],
+            )
+            await conn.execute(sql.insert_sessions, sids, kinds, runs, states, now)
+            await conn.execute(sql.insert_info, sids, [d.first_text for d in deltas])
+        if plan.moved:
+            # Two writers moving the same sessions at once may deadlock: the server detects it and the
+            # batch is retried (a transient failure).
+            moved = sorted(plan.moved.items())
+            await conn.execute(sql.move_sessions, [sid for sid, _ in moved], [state for _, state in moved])
 
     # -- leases (lease.py) ---------------------------------------------------------------------
 

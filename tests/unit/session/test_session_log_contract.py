@@ -287,6 +287,26 @@ async def test_two_logs_on_one_store_share_the_sequence(open_log: OpenLog) -> No
     assert (await first.get_session("s")).last_seq == 64  # type: ignore[union-attr]
 
 
+async def test_two_logs_creating_one_session_at_once_share_it(open_log: OpenLog) -> None:
+    first, second = await open_log(), await open_log()
+    for round_ in range(5):  # each log looks the session up before either has written it
+        sid = f"run-2.s{round_:05d}"
+        made = await asyncio.gather(
+            first.emit_event(sid, EventType.SESSION_CREATED, {"run_id": "run-2", "by": "first"}),
+            second.emit_event(sid, EventType.SESSION_CREATED, {"run_id": "run-2", "by": "second"}),
+            first.emit_event(sid, EventType.SESSION_STARTED),
+        )
+        assert sorted(e.seq for e in made) == [1, 2, 3]
+        stored = await second.get_events(sid)
+        rec = await first.get_session(sid)
+        assert rec is not None and rec.last_seq == 3
+        assert rec.info == stored[0].data  # the creating event is the one that got seq 1
+        assert rec.state == (
+            SessionState.RUNNING if stored[-1].type == EventType.SESSION_STARTED else SessionState.CREATED
+        )
+    assert len(await first.list_sessions("run-2")) == 5
+
+
 async def test_events_survive_close_and_reopen(open_log: OpenLog) -> None:
     first = await open_log()
     await first.emit_event("run-1", EventType.RUN_CREATED, {"task": "t"})
