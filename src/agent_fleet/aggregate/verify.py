@@ -82,8 +82,10 @@ def sample_size(n: int, *, fraction: float, minimum: int, maximum: int | None = 
 
 
 def sample_key(seed: int, result_id: str) -> float:
-    """The result's place in the seeded draw, uniform in [0, 1): a hash of the seed and the id alone."""
-    digest = hashlib.blake2b(f"{seed}:{result_id}".encode(), digest_size=8).digest()
+    """The result's place in the seeded draw, uniform in [0, 1): a hash of the seed and the id alone —
+    the id without its run's part (``RUN.s00017.r0000`` → ``s00017.r0000``), so that two runs of the
+    same input, a crashed-and-resumed one and an uninterrupted one, draw the same results."""
+    digest = hashlib.blake2b(f"{seed}:{result_id.partition('.')[2] or result_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2**64
 
 

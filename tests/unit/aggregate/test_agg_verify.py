@@ -14,6 +14,7 @@ from agent_fleet.aggregate.verify import (
     VerdictKind,
     VerificationConfig,
     sample_for_verification,
+    sample_key,
     verify_results,
     wilson_interval,
 )
@@ -50,6 +51,33 @@ def test_sampling_is_seeded_sized_and_order_free() -> None:
     assert len(sample_for_verification(rs[:40], fraction=0.05, minimum=10, seed=0)) == 10  # at least k
     assert len(sample_for_verification(rs[:6], fraction=0.05, minimum=10, seed=0)) == 6  # all there are
     assert len(sample_for_verification(rs, fraction=0.5, minimum=10, seed=0, maximum=30)) == 30
+
+
+def test_two_runs_of_one_input_draw_the_same_results() -> None:
+    """Result ids begin with their run's id; the draw ignores that part, so a resumed run and an
+    uninterrupted one (two run ids) verify the same partitions' results — and pay the same."""
+
+    def of_run(run_id: str) -> list[ResultItem]:
+        return [
+            ResultItem(
+                id=f"{run_id}.s{i % 97:05d}.r{i // 97:04d}",
+                partition_id=f"p{i % 97}",
+                session_id="s",
+                title="t",
+                body="b",
+            )
+            for i in range(2000)
+        ]
+
+    a = sample_for_verification(of_run("run-01a2370ae1"), fraction=0.05, minimum=5, seed=0)
+    b = sample_for_verification(of_run("run-9f00c4d2b7"), fraction=0.05, minimum=5, seed=0)
+    assert len(a) == 100
+    assert [r.id.partition(".")[2] for r in a] == [r.id.partition(".")[2] for r in b]
+    assert (
+        sample_key(0, "run-a.s00001.r0000")
+        == sample_key(0, "run-b.s00001.r0000")
+        != sample_key(0, "run-a.s00001.r0001")
+    )
 
 
 class KnownRefuter:
