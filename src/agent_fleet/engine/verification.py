@@ -213,7 +213,12 @@ class RunVerification:
         projected from those offered (and those heard but not clustered yet) and the share of the
         run's sessions that ended; the cut is the key of the offered result at which the sample's
         share of them ends — an order statistic, exact once every result is in (the share ``k / n``
-        itself misses the sample's last key by about ``sqrt(k) / n``)."""
+        itself misses the sample's last key by about ``sqrt(k) / n``). Until then it is drawn three
+        standard deviations short: from a share ``f`` of the results, that quantile's relative error is
+        ``sqrt((1 - f) / (k f))``. A result judged ahead then lies outside the final sample only when
+        the final pass merges it away or the draw is three deviations off, so an uninterrupted run and
+        a crashed-and-resumed one pay for the same verifier calls; the sample's remainder is judged
+        at the end, in one round of calls."""
         progress = min(1.0, self.progress())
         offered = len(self._keys)
         if progress <= 0.0 or not offered:
@@ -221,7 +226,8 @@ class RunVerification:
         n = (offered + self.pending()) / progress
         c = self.config
         k = sample_size(math.ceil(n), fraction=c.fraction, minimum=c.minimum, maximum=c.maximum)
-        m = min(offered, math.floor(k * offered / n))
+        f = min(1.0, offered / n)
+        m = min(offered, math.floor(k * f * (1.0 - 3.0 * math.sqrt((1.0 - f) / (k * f)))))
         if m <= 0:
             return -1.0
         if self._cut[0] != (offered, m):
