@@ -76,15 +76,8 @@ def deploy_cmd(
     detach: bool = typer.Option(False, "--detach", help="With --server: print the run id and return at once."),
 ) -> None:
     """Decompose → dispatch → aggregate, end to end."""
-    from agent_fleet.cli.progress import live_progress
-    from agent_fleet.cli.run_output import finish, print_estimate
-    from agent_fleet.engine import RunOptions, deploy
-
-    engine_box: list[Engine] = []
-
-    def started(run_id: str, engine: Engine) -> None:
-        engine_box.append(engine)
-        _announce(run_id, engine)
+    from agent_fleet.cli.run_output import print_estimate
+    from agent_fleet.engine import RunOptions
 
     def options() -> RunOptions:
         return RunOptions(
@@ -118,6 +111,21 @@ def deploy_cmd(
     if dry_run:
         print_estimate(run_async(_estimate(options, store)), as_json)
         return
+
+    _deploy_local(options, store, as_json=as_json)
+
+
+def _deploy_local(options: Callable[[], RunOptions], store: str | None, *, as_json: bool) -> None:
+    """The run in this process, its progress live on the terminal; the summary at the end."""
+    from agent_fleet.cli.progress import live_progress
+    from agent_fleet.cli.run_output import finish
+    from agent_fleet.engine import deploy
+
+    engine_box: list[Engine] = []
+
+    def started(run_id: str, engine: Engine) -> None:
+        engine_box.append(engine)
+        _announce(run_id, engine)
 
     async def go() -> RunReport:
         opts = options()

@@ -61,22 +61,9 @@ from agent_fleet.spend.pacing import learned_cap, window_state, windows_from
 from agent_fleet.spend.port import ModelProvider
 from agent_fleet.spend.prices import PriceTable
 from agent_fleet.spend.retry import RetryPolicy
-from agent_fleet.spend.router import Router
+from agent_fleet.spend.router import Router, fallback_cause
 
 __all__ = ["Gateway", "GatewayStatistics", "apply_budget_event"]
-
-
-def _fallback_cause(exc: BaseException) -> str | None:
-    """Why a call may move to the next model, or None when it must not (the session pauses or fails)."""
-    if isinstance(exc, QuotaExhausted):
-        return "is out of quota"
-    if isinstance(exc, BudgetExhausted):
-        return "reached its model budget" if exc.scope == AccountScope.MODEL else None
-    if isinstance(exc, Overloaded):
-        return "kept failing (overloaded)"
-    if isinstance(exc, ProviderUnreachable) and not getattr(exc, "sent", False):
-        return "is unreachable"
-    return None
 
 
 _ZERO = Decimal(0)
@@ -322,7 +309,7 @@ class Gateway:
                 response = await self._complete_once(session_id, request)
                 return replace(response, retried=failed + response.retried) if failed else response
             except (QuotaExhausted, BudgetExhausted, Overloaded, ProviderUnreachable) as exc:
-                cause = _fallback_cause(exc)
+                cause = fallback_cause(exc)
                 earlier = failed
                 if not isinstance(exc, BudgetExhausted):
                     failed += (*getattr(exc, "retried", ()), str(error_kind(exc)))
