@@ -305,9 +305,13 @@ class RunCoordinator:
 
     def _ahead(self) -> bool:
         """Verification may start ahead of the final results once half the sessions ended (the sample's
-        size is projected from them) and while no session is paused: a run that ends paused reports no
-        verification, and budgets are short there."""
+        size is projected from them), while no session is paused (a run that ends paused reports no
+        verification, and budgets are short there) and until the last session ended: from then on
+        the results not clustered live go to the final pass without being offered, so a projection
+        from those offered would fall short, and the sample itself is only a final pass away."""
         stats = self.dispatcher.stats if self.dispatcher is not None else None
+        if self._sessions_over:
+            return False
         return self._progress() >= _AHEAD_FROM and (stats is None or stats.paused == 0)
 
     def _pending(self) -> int:
