@@ -235,18 +235,18 @@ class RunVerification:
         return self._cut[1]
 
     def room(self) -> int:
-        """Calls that may start now. Ahead of the final results: only while the run says it may be
-        (``ahead``), in gateway capacity nobody waits for and the run's own sessions will not ask for
-        (each session has one call at a time), so verification never holds up the run. Once the run
-        waits on its sample: at least ``concurrency`` in flight, in turn with every other call."""
+        """Calls that may start now: in gateway capacity nobody waits for and the run's own sessions
+        will not ask for (each session has one call at a time), so verification never holds up the
+        run. Ahead of the final results only while the run says it may be (``ahead``); once the
+        sample is known, at least ``concurrency`` in flight as well, in turn with every other call."""
         stats = self._gateway.limiter.statistics()
         total = stats.total_tokens if stats.total_tokens is not None else self.config.concurrency
         free = stats.available_tokens if stats.available_tokens is not None else total
         flying = len(self._in_flight)
-        room = 0 if stats.tasks_waiting or not self.ahead() else min(free, total - self.demand() - flying)
-        if self._sample is not None:
-            room = max(room, self.config.concurrency - flying)
-        return max(0, room)
+        spare = 0 if stats.tasks_waiting else min(free, total - self.demand() - flying)
+        if self._sample is None:
+            return max(0, spare) if self.ahead() else 0
+        return max(0, spare, self.config.concurrency - flying)
 
     def _due(self, room: int) -> list[ResultItem]:
         """The next results to judge, smallest key first: the sample's once it is known, else the
