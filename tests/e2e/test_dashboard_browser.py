@@ -53,10 +53,6 @@ def test_dashboard_shows_a_live_run_and_a_sessions_events(slow_cli: Cli, tmp_pat
         assert dashboard.stdout is not None
         url = json.loads(dashboard.stdout.readline())["url"]
         src = write_lines(tmp_path / "urls.txt", 60)
-        deploy = slow_cli.popen(
-            "deploy", "--task", "Summarise", "--input", str(src), "--agents", "6", "--embedder", "lexical",
-            "--max-concurrency", "3", "--json",
-        )  # fmt: skip
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -68,6 +64,11 @@ def test_dashboard_shows_a_live_run_and_a_sessions_events(slow_cli: Cli, tmp_pat
             page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
             page.goto(url)
             page.wait_for_function("document.getElementById('conn').textContent === 'live'", timeout=30_000)
+            # the run starts once the page is live: however long the browser took to start, it sees the run go
+            deploy = slow_cli.popen(
+                "deploy", "--task", "Summarise", "--input", str(src), "--agents", "6", "--embedder", "lexical",
+                "--max-concurrency", "3", "--json",
+            )  # fmt: skip
 
             # the run appears and its counts move while it goes, with no reload
             page.wait_for_selector("#runs tbody tr[data-run]", timeout=60_000)
