@@ -182,3 +182,19 @@ async def test_a_run_that_ends_without_a_report_records_what_it_judged_ahead(tmp
     (event,) = [e for e in await bench.log.get_events("run-v") if e.type == EventType.VERIFICATION]
     assert event.data["report"] is None and event.data["calls"] == CAP == len(event.data["verdicts"])
     assert json.dumps(event.data)  # plain JSON
+
+
+async def test_once_the_sample_is_known_every_spare_slot_is_used_even_when_not_judging_ahead(tmp_path: Path) -> None:
+    """After the run's last session (no judging ahead any more) the sample goes out in every slot
+    nobody wants, not only ``concurrency`` (8) at a time."""
+    clock = VirtualClock()
+    bench = Bench(tmp_path, clock, 200)
+    bench.gateway.set_concurrency(20)
+    await bench.log.open()
+    v = bench.verification()
+    v.ahead = lambda: False
+    v.offer(bench.results)
+    async with clock.auto_advance():
+        outcome = await v.finish(bench.results, {r.id: r for r in bench.results}.get)
+    assert outcome.summary["judged"] == 20
+    assert bench.provider.peak == 20 > v.config.concurrency
