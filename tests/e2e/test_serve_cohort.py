@@ -1,6 +1,6 @@
 """Two teams' runs in one ``agent-fleet serve``, submitted from the CLI, sharing one Kueue cohort.
 
-Team A (nominal 20 pods) starts first and borrows team B's idle 10: 30 of its sessions run. Team B
+Team A (nominal 20 pods) starts first and borrows team B's idle 10: 30 of its 90 sessions run. Team B
 (nominal 10, ``reclaimWithinCohort: Any``) then submits a higher-priority run: Kueue reclaims B's
 quota, A's borrowing sessions are preempted in flight with ``InCohortReclamation``, wait, resume
 from their session log and finish. Both runs complete with every partition's results exactly once,
@@ -84,7 +84,9 @@ def test_a_higher_priority_team_reclaims_borrowed_sessions(cohort: Served, provi
     write_lines(cohort.cwd / "b.txt", 50)
     _reset(provider)
     common = ("--task", "Summarise each page", "--embedder", "lexical")
-    run_a = _deploy(cohort, TOKEN_A, *common, "--input", "a.txt", "--agents", "30", "--queue", "team-a")
+    # 90 sessions: A keeps borrowing for three waves, so B's deploy (a CLI start, slow on a busy machine)
+    # lands while borrowed sessions are in flight; with 30 the whole of A could end first.
+    run_a = _deploy(cohort, TOKEN_A, *common, "--input", "a.txt", "--agents", "90", "--queue", "team-a")
     with cohort.client(ADMIN) as admin:
         deadline = time.monotonic() + 90
         while _metric(admin.get("/metrics").text, "kueue_cluster_queue_resource_usage", cluster_queue="team-a") < 30:
