@@ -45,6 +45,22 @@ def numpy_minilm() -> MiniLMEmbedder:
     return emb
 
 
+Sims = dict[tuple[str, str], float]
+
+
+@pytest.fixture(scope="module")
+def minilm_sims(minilm: Any, labelled: tuple[dict[str, ResultItem], list[Any]]) -> Sims:
+    """Every labelled pair's cosine under sentence-transformers, embedded once for the module."""
+    items, pairs = labelled
+    return pair_similarities(minilm, items, pairs)
+
+
+@pytest.fixture(scope="module")
+def numpy_sims(numpy_minilm: MiniLMEmbedder, labelled: tuple[dict[str, ResultItem], list[Any]]) -> Sims:
+    items, pairs = labelled
+    return pair_similarities(numpy_minilm, items, pairs)
+
+
 def _report(name: str, q: Any, record: Callable[[str, object], None]) -> None:
     print(f"\n{name}: precision {q.precision:.3f} recall {q.recall:.3f} (tp {q.tp} fp {q.fp} fn {q.fn} tn {q.tn})")
     record(f"{name}_precision", round(q.precision, 4))
@@ -61,10 +77,13 @@ def test_labelled_set_is_balanced_and_split(labelled: tuple[dict[str, ResultItem
 
 
 def test_minilm_quality_at_default_threshold(
-    minilm: Any, labelled: tuple[dict[str, ResultItem], list[Any]], record_property: Callable[[str, object], None]
+    minilm: Any,
+    minilm_sims: Sims,
+    labelled: tuple[dict[str, ResultItem], list[Any]],
+    record_property: Callable[[str, object], None],
 ) -> None:
-    items, pairs = labelled
-    sims = pair_similarities(minilm, items, pairs)
+    _items, pairs = labelled
+    sims = minilm_sims
     q = score_pairs(pairs, sims, minilm.default_threshold)
     _report("minilm@0.95", q, record_property)
     assert minilm.default_threshold == 0.95
@@ -144,14 +163,15 @@ def test_numpy_forward_pass_matches_sentence_transformers(
 
 
 def test_numpy_minilm_scores_what_sentence_transformers_scores_at_095(
-    minilm: Any,
+    minilm_sims: Sims,
     numpy_minilm: MiniLMEmbedder,
+    numpy_sims: Sims,
     labelled: tuple[dict[str, ResultItem], list[Any]],
     record_property: Callable[[str, object], None],
 ) -> None:
-    items, pairs = labelled
-    ref = score_pairs(pairs, pair_similarities(minilm, items, pairs), 0.95)
-    ours = score_pairs(pairs, pair_similarities(numpy_minilm, items, pairs), numpy_minilm.default_threshold)
+    _items, pairs = labelled
+    ref = score_pairs(pairs, minilm_sims, 0.95)
+    ours = score_pairs(pairs, numpy_sims, numpy_minilm.default_threshold)
     _report("numpy-minilm@0.95", ours, record_property)
     assert numpy_minilm.default_threshold == 0.95
     assert (ours.tp, ours.fp, ours.fn, ours.tn) == (ref.tp, ref.fp, ref.fn, ref.tn)
