@@ -1,13 +1,13 @@
 """CLI agents as fleet members, end to end through ``deploy --agent-cmd``.
 
-A fleet of 50 scripted CLI agents (Codex's JSONL events; real OpenAI SDK calls) runs
-through the run's own gateway service with per-session tokens. Every call is metered per session
-and recorded in the session log, so the run summary equals the log and the gateway's meter, and
-equals what each CLI itself reports; a token budget stops the sessions with big partitions (they
-pause), a raise sends them back in and the spend before the pause still counts. Then the CLI
-itself: ``agent-fleet deploy --agent-cmd ... --agent-format claude`` (Anthropic SDK calls translated
-by the gateway), and a CLI that hangs is killed
-at its hard timeout and reassigned to another worker until its attempts run out.
+A fleet of 24 scripted CLI agents (Codex's JSONL events; real OpenAI SDK calls), two waves of 12
+workers, runs through the run's own gateway service with per-session tokens. Every call is metered
+per session and recorded in the session log, so the run summary equals the log and the gateway's
+meter, and equals what each CLI itself reports; a token budget stops the sessions with big
+partitions (they pause), a raise sends them back in and the spend before the pause still counts.
+Then the CLI itself: ``agent-fleet deploy --agent-cmd ... --agent-format claude`` (Anthropic SDK
+calls translated by the gateway), and a CLI that hangs is killed at its hard timeout and reassigned
+to another worker until its attempts run out.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ KEY = "sk-cli-fleet-" + "9c1e" * 6
 # A long item's call costs over 1,000 tokens: its session crosses the cap within two calls and is
 # refused the third; a short one's three calls stay far below it.
 BUDGET = 1500
+AGENTS = 24
 
 
 @pytest.fixture
@@ -87,16 +88,18 @@ def metered(events: list[Event]) -> tuple[Usage, Decimal, int]:
     return usage, cost, calls
 
 
-async def test_fifty_cli_agents_metered_per_session_and_stopped_by_budgets(workdir: Path) -> None:
+async def test_a_cli_fleet_is_metered_per_session_and_stopped_by_budgets(workdir: Path) -> None:
+    # 24 agents (each one a Python process importing the OpenAI SDK, about 2.5 s of CPU); the fleet of
+    # 50 through the gateway service is tests/integration/test_hands_cli_gateway.py.
     items = workdir / "items.txt"
-    items.write_text("".join(f"item {i}: " + ("x" * 4000 if long_item(i) else "short") + "\n" for i in range(50)))
+    items.write_text("".join(f"item {i}: " + ("x" * 4000 if long_item(i) else "short") + "\n" for i in range(AGENTS)))
     store = f"sqlite:///{workdir / 'fleet.db'}"
     engines: list[Engine] = []
     async with SimProvider(SimConfig(latency=0.01)) as sim:
         options = RunOptions(
             task="Review each item",
             input_path=str(items),
-            agents=50,
+            agents=AGENTS,
             budget_tokens=BUDGET,
             provider=sim.base_url,
             out_dir=str(workdir / "out"),
@@ -114,7 +117,7 @@ async def test_fifty_cli_agents_metered_per_session_and_stopped_by_budgets(workd
 
         assert report.status == "paused" and exit_code_for(report.status) == 3
         sessions = by_session(events)
-        assert len(sessions) == 50
+        assert len(sessions) == AGENTS
         spent_calls: dict[str, int] = {}
         for sid, evs in sessions.items():
             index = int(sid.rsplit(".s", 1)[1])
