@@ -46,12 +46,25 @@ async def _raw_per_partition(store: str, run_id: str) -> dict[str, list[str]]:
     return by_part
 
 
-def _sim_billed(base_url: str) -> int:
+def _sim_stats(base_url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/sim/stats", timeout=5) as resp:
+        stats: dict[str, Any] = json.loads(resp.read())
+    return stats
+
+
+def _billed(stats: dict[str, Any]) -> int:
     """The tokens the simulated provider has answered so far (what it would bill)."""
-    root = base_url.removesuffix("/v1")
-    with urllib.request.urlopen(root + "/sim/stats", timeout=5) as resp:
-        stats = json.loads(resp.read())
     return int(stats["tokens_in"]) + int(stats["tokens_out"])
+
+
+def _sim_billed(base_url: str) -> int:
+    return _billed(_sim_stats(base_url))
+
+
+def _sim_answered(stats: dict[str, Any]) -> int:
+    """The model calls the simulated provider has answered (200) so far, over every chat API."""
+    chat = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
+    return sum(int(stats["requests"].get(path, {}).get("200", 0)) for path in chat)
 
 
 async def _started(proc: subprocess.Popen[str]) -> str:
@@ -186,21 +199,25 @@ async def test_sigterm_exits_130_and_the_run_resumes(slow_cli: Cli, tmp_path: Pa
     assert code == 0 and final["results_raw"] == 400
 
 
-def _sim_in_flight(base_url: str) -> int:
-    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/sim/stats", timeout=5) as resp:
-        return int(json.loads(resp.read())["in_flight"])
-
-
-async def _freeze_answer_kill(cli: Cli, proc: subprocess.Popen[str]) -> None:
-    """Wait for calls in flight, freeze the engine, let the provider answer them, then kill -9."""
+async def _freeze_answer_kill(cli: Cli, proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """Wait for calls in flight, freeze the engine, let the provider answer every one of them, then
+    kill -9; the provider's counters once it has answered them (nobody heard those answers)."""
     await asyncio.sleep(1.0)
-    while _sim_in_flight(cli.base_url) == 0:
+    while _sim_stats(cli.base_url)["in_flight"] == 0:
         assert proc.poll() is None, "the run ended before a crash: make it longer"
         await asyncio.sleep(0.05)
     proc.send_signal(signal.SIGSTOP)
-    await asyncio.sleep(1.5)  # the provider answers (and bills) what was in flight; nobody hears it
+    await asyncio.sleep(0.2)  # a request written just before the freeze reaches the provider
+    stats = _sim_stats(cli.base_url)
+    for _ in range(300):
+        if stats["in_flight"] == 0:
+            break
+        await asyncio.sleep(0.05)
+        stats = _sim_stats(cli.base_url)
+    assert stats["in_flight"] == 0, stats  # every call that left the frozen engine has been answered
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    return stats
 
 
 @pytest.mark.parametrize("trial", range(max(1, TRIALS // 2)))

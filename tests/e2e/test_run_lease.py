@@ -1,9 +1,10 @@
 """One owner per run: two ``agent-fleet resume RUN_ID`` started together on a crashed run.
 
 Exactly one executes the run; the other exits 5 with one line naming the owner; every session
-completes once and every result is recorded once, and the provider's bill for the crashed run and
-its resumes stays within one uninterrupted run's bill plus the calls in flight at the crash — on
-SQLite and on PostgreSQL. ``FLEET_LEASE_TRIALS`` repeats the drill (default 1 per store).
+completes once and every result is recorded once, and the provider answers the crashed run and its
+resumes exactly the calls of one uninterrupted run plus the calls whose answers the crash lost (those
+in flight, and those answered but not yet written), its bill within that many calls of the
+uninterrupted run's — on SQLite and on PostgreSQL. ``FLEET_LEASE_TRIALS`` repeats the drill (default 1 per store).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import signal
 import socket
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -24,7 +24,7 @@ from agent_fleet.domain.events import EventType
 from agent_fleet.session import open_store
 
 from .conftest import Cli, write_lines
-from .test_kill_resume import _sim_billed, _sim_in_flight
+from .test_kill_resume import _billed, _freeze_answer_kill, _sim_answered, _sim_stats
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -51,29 +51,37 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 async def _crashed_run(cli: Cli, store: str, args: tuple[str, ...]) -> tuple[str, int]:
-    """A run killed -9 mid-way; its id and the calls the provider had in flight at the kill."""
+    """A run frozen mid-way, its calls in flight answered by the provider, then killed -9: its id and
+    the answers the provider gave that the log does not hold. Those are the calls a resume may send
+    again: the ones in flight at the crash, and the ones answered before it whose answers were not yet
+    written (and so the only calls that may be billed twice)."""
+    answered_before = _sim_answered(_sim_stats(cli.base_url))
     proc = cli.popen("deploy", *args, "--json", FLEET_STORE=store)
     assert proc.stderr is not None
     started = await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 120)
     assert started.startswith("agent-fleet: run "), started
-    await asyncio.sleep(1.5)
-    in_flight = _sim_in_flight(cli.base_url)
-    proc.send_signal(signal.SIGKILL)
+    run_id = started.split()[2]
+    answered = _sim_answered(await _freeze_answer_kill(cli, proc)) - answered_before
     proc.communicate()
-    return started.split()[2], in_flight
+    async with open_store(store) as log:
+        recorded = await log.events_of_run(run_id, [EventType.MODEL_RESPONSE, EventType.CONTEXT_COMPACTED])
+    assert 0 < len(recorded) <= answered, (len(recorded), answered)
+    return run_id, answered - len(recorded)
 
 
-async def _uninterrupted(cli: Cli, tmp_path: Path, args: tuple[str, ...]) -> tuple[int, int]:
-    """One uninterrupted run: the provider's bill for it, and its costliest call."""
+async def _uninterrupted(cli: Cli, tmp_path: Path, args: tuple[str, ...]) -> tuple[int, int, int]:
+    """One uninterrupted run: the provider's bill for it, the calls it answered, and the costliest call."""
     store = f"sqlite:///{tmp_path / 'clean.db'}"
-    before = _sim_billed(cli.base_url)
+    before = _sim_stats(cli.base_url)
     code, summary = cli.json("deploy", *args, FLEET_STORE=store)
     assert code == 0, summary
-    bill = _sim_billed(cli.base_url) - before
+    after = _sim_stats(cli.base_url)
+    bill = _billed(after) - _billed(before)
+    calls = _sim_answered(after) - _sim_answered(before)
     async with open_store(store) as log:
         answers = await log.events_of_run(summary["run_id"], [EventType.MODEL_RESPONSE])
     usage = [e.data["response"]["usage"] for e in answers]
-    return bill, max(u["input_tokens"] + u["output_tokens"] for u in usage)
+    return bill, calls, max(u["input_tokens"] + u["output_tokens"] for u in usage)
 
 
 async def _check_once(store: str, run_id: str) -> None:
@@ -94,10 +102,10 @@ async def test_two_resumes_of_a_crashed_run_one_executes_the_other_exits_5(
 ) -> None:
     src = write_lines(tmp_path / "urls.txt", ITEMS)
     args = ("--task", "Summarise each page", "--input", str(src), "--agents", str(AGENTS), "--embedder", "lexical")
-    clean_bill, costliest_call = await _uninterrupted(slow_cli, tmp_path, args)
+    clean_bill, clean_calls, costliest_call = await _uninterrupted(slow_cli, tmp_path, args)
     for _trial in range(TRIALS):
-        before = _sim_billed(slow_cli.base_url)
-        run_id, in_flight = await _crashed_run(slow_cli, store, args)
+        before = _sim_stats(slow_cli.base_url)
+        run_id, unheard = await _crashed_run(slow_cli, store, args)
         first, second = (slow_cli.popen("resume", run_id, "--json", FLEET_STORE=store) for _ in range(2))
         outs = await asyncio.gather(*(asyncio.to_thread(p.communicate, timeout=300) for p in (first, second)))
         codes = sorted((p.returncode, out, err) for p, (out, err) in zip((first, second), outs, strict=True))
@@ -109,8 +117,15 @@ async def test_two_resumes_of_a_crashed_run_one_executes_the_other_exits_5(
         assert line.startswith(f"agent-fleet: error: run {run_id} is owned by pid ")
         assert f" on {socket.gethostname()} " in line and line.endswith("use --wait to wait for it")
         await _check_once(store, run_id)
-        billed = _sim_billed(slow_cli.base_url) - before
-        assert billed <= clean_bill + in_flight * costliest_call, (billed, clean_bill, in_flight, costliest_call)
+        after = _sim_stats(slow_cli.base_url)
+        # only the calls whose answers the crash lost are sent again, once, by the one resume that runs
+        calls = _sim_answered(after) - _sim_answered(before)
+        billed = _billed(after) - _billed(before)
+        print(
+            f"\ncalls {calls} = {clean_calls} clean + {unheard} sent again · billed {billed:,} ({clean_bill:,} clean)"
+        )
+        assert calls == clean_calls + unheard, (calls, clean_calls, unheard)
+        assert billed <= clean_bill + unheard * costliest_call, (billed, clean_bill, unheard, costliest_call)
         # the run has ended and the lease was given back: a later resume is not refused
         again = slow_cli.run("resume", run_id, "--json", FLEET_STORE=store)
         assert again.returncode == 0, again.stderr
