@@ -13,6 +13,7 @@ import asyncio
 import os
 import secrets
 import socket
+import subprocess
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -50,6 +51,18 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             await conn.close()
 
 
+async def _until_answers_recorded(store: str, run_id: str, proc: subprocess.Popen[str]) -> None:
+    """Wait until the run's log holds answers, so the crash comes mid-way (a loaded machine may still
+    be starting its first calls a second after the run began)."""
+    for _ in range(1200):
+        assert proc.poll() is None, "the run ended before a crash: make it longer"
+        async with open_store(store) as log:
+            if await log.events_of_run(run_id, [EventType.MODEL_RESPONSE]):
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no answer was recorded in 60 s")
+
+
 async def _crashed_run(cli: Cli, store: str, args: tuple[str, ...]) -> tuple[str, int]:
     """A run frozen mid-way, its calls in flight answered by the provider, then killed -9: its id and
     the answers the provider gave that the log does not hold. Those are the calls a resume may send
@@ -61,6 +74,7 @@ async def _crashed_run(cli: Cli, store: str, args: tuple[str, ...]) -> tuple[str
     started = await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 120)
     assert started.startswith("agent-fleet: run "), started
     run_id = started.split()[2]
+    await _until_answers_recorded(store, run_id, proc)
     answered = _sim_answered(await _freeze_answer_kill(cli, proc)) - answered_before
     proc.communicate()
     async with open_store(store) as log:
