@@ -54,12 +54,12 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 async def _until_answers_recorded(store: str, run_id: str, proc: subprocess.Popen[str]) -> None:
     """Wait until the run's log holds answers, so the crash comes mid-way (a loaded machine may still
     be starting its first calls a second after the run began)."""
-    for _ in range(1200):
-        assert proc.poll() is None, "the run ended before a crash: make it longer"
-        async with open_store(store) as log:
+    async with open_store(store) as log:
+        for _ in range(1200):
+            assert proc.poll() is None, "the run ended before a crash: make it longer"
             if await log.events_of_run(run_id, [EventType.MODEL_RESPONSE]):
                 return
-        await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)
     raise AssertionError("no answer was recorded in 60 s")
 
 
