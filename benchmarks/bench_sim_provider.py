@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import aiohttp
 
-from agent_fleet.testing.sim_config import SimConfig
+from agent_fleet.sim.settings import SimConfig
 
 _BARE_SERVER = r"""
 import sys
@@ -69,7 +69,7 @@ def server(kind: str) -> Iterator[tuple[str, int]]:
         cmd = [sys.executable, "-c", _BARE_SERVER]
     else:
         config = json.dumps(SimConfig().to_json())
-        cmd = [sys.executable, "-m", "agent_fleet.testing.sim_provider", "--port", "0", "--config-json", config]
+        cmd = [sys.executable, "-m", "agent_fleet.sim.provider", "--port", "0", "--config-json", config]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -63,8 +63,8 @@ TILE = 4096  # rows and columns of one product tile of the exact self-join (64 M
 
 
 def quality() -> None:
+    from agent_fleet.aggregate.dedup_quality import load_labelled, pair_similarities, score_pairs
     from agent_fleet.aggregate.embedders import LexicalEmbedder
-    from agent_fleet.aggregate.quality import load_labelled, pair_similarities, score_pairs
 
     items, pairs = load_labelled(DATA)
     merge = sum(p.merge for p in pairs)
@@ -106,7 +106,7 @@ def _texts(n: int, long: bool) -> list[str]:
     """Distinct realistic texts built from the labelled set's sentences, deterministic."""
     import random
 
-    from agent_fleet.aggregate.quality import load_labelled
+    from agent_fleet.aggregate.dedup_quality import load_labelled
 
     items, _ = load_labelled(DATA)
     sentences = sorted({s.strip() for it in items.values() for s in it.body.split(". ") if len(s) > 30})

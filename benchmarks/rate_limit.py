@@ -336,7 +336,7 @@ async def real_cap5_report() -> bool:
     from pathlib import Path
 
     from agent_fleet.engine import RunOptions, deploy
-    from agent_fleet.testing.sim_provider import SimConfig, SimProvider
+    from agent_fleet.sim.provider import SimConfig, SimProvider
 
     capacity = 5 / REAL_LATENCY
     config = SimConfig(latency=REAL_LATENCY, max_concurrency=5, seed=11)

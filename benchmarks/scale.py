@@ -12,6 +12,11 @@ in its own process; every contender runs in a process of its own, so peak RSS is
     as ratios to the naive loop on the same sessions, and the budget totals: what the one gateway
     metered for the run against the sum of the sessions' recorded spend (must be equal).
 
+Both print calls/s in each quarter of the run's agent calls (``calls_per_s_by_quarter``: the calls in
+the order their answers were recorded, each quarter from the end of the previous one), read back from
+the run's log after the run (and after its peak RSS is taken): a rate that falls from quarter to
+quarter is a cost that grows with the log.
+
 Usage: python benchmarks/scale.py [--sessions 10000] [--ray-sessions 10000] [--skip-local] [--skip-ray]
 """
 
@@ -31,9 +36,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from _quarters import call_times, calls_per_s_by_quarter
+from agent_fleet.session.store import open_store
+from agent_fleet.sim.provider import FixedLatency, SimConfig, sim_provider_process
 from agent_fleet.testing.ray_cluster import node_processes
-from agent_fleet.testing.sim_provider import FixedLatency, SimConfig, sim_provider_process
-from throughput import CAP, _input, run_naive, run_ours
+from throughput import CAP, RUNS, _input, run_naive, run_ours
 
 PG = os.environ.get("FLEET_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 LATENCY_S = 0.02
@@ -47,7 +54,17 @@ def _child(kind: str, url: str, sessions: int, workdir: Path) -> dict[str, Any]:
     else:
         fig, _ = asyncio.run(run_ours(url, src, sessions, workdir))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"calls": fig.calls, "wall": fig.wall, "cpu": fig.cpu, "rss_mib": rss}
+    out = {"calls": fig.calls, "wall": fig.wall, "cpu": fig.cpu, "rss_mib": rss}
+    if kind == "ours":  # read back from the log after the peak RSS is taken
+        out["calls_per_s_by_quarter"] = asyncio.run(_quarters(*RUNS[-1]))
+    return out
+
+
+async def _quarters(store: str, run_id: str) -> list[float]:
+    """Calls/s in each quarter of the run's agent calls, from its log (benchmarks/_quarters.py)."""
+    async with open_store(store) as log:
+        start, ends = await call_times(log, run_id)
+    return calls_per_s_by_quarter(start, ends)
 
 
 def _spawn(kind: str, url: str, sessions: int, workdir: Path) -> dict[str, Any]:
@@ -106,6 +123,7 @@ async def _ray_run(url: str, src: Path, sessions: int, address: str, store: str,
     assert report.status == "completed", report.summary
     s = report.summary
     gw = engines[0].gateway
+    by_quarter = await _quarters(store, report.run_id)
     verification = s.get("verification", {}) or {}
     calls = int(s["llm_calls"]) - int(verification.get("calls", 0))
     return {
@@ -120,6 +138,7 @@ async def _ray_run(url: str, src: Path, sessions: int, address: str, store: str,
         else 0.0,
         "gateway_tokens": gw.meter.run.total_tokens,
         "gateway_cost_usd": str(gw.meter.run.cost_usd),
+        "calls_per_s_by_quarter": by_quarter,
     }
 
 
@@ -200,6 +219,7 @@ def main() -> None:
             f"    CPU per call: ours {ours['cpu_ms_per_call']:.2f} ms, naive {naive['cpu_ms_per_call']:.2f} ms"
             f" -> {m['cpu_per_call_ratio']:.2f}x"
         )
+        print(f"    calls/s by quarter of the calls: ours {_rates(ours['calls_per_s_by_quarter'])}")
     if "ray" in out:
         r = out["ray"]
         print(f"(b) {r['sessions']} sessions over a local Ray cluster (head + 2 worker nodes), log in PostgreSQL")
@@ -207,6 +227,7 @@ def main() -> None:
             f"    calls/s: ours {r['ours']['calls_per_s']:.0f}, naive {r['naive']['calls_per_s']:.0f}"
             f" -> {r['calls_per_s_ratio']:.2f}x"
         )
+        print(f"    calls/s by quarter of the calls: ours {_rates(r['ours']['calls_per_s_by_quarter'])}")
         print(
             f"    CPU per call (engine + every cluster process): ours {r['ours']['cpu_ms_per_call']:.2f} ms,"
             f" naive {r['naive']['cpu_ms_per_call']:.2f} ms -> {r['cpu_per_call_ratio']:.2f}x"
@@ -215,6 +236,10 @@ def main() -> None:
             f"    budgets: gateway {r['ours']['gateway_tokens']} tokens / ${r['ours']['gateway_cost_usd']},"
             f" sessions' sum {r['ours']['log_tokens']} / ${r['ours']['log_cost_usd']} -> exact: {r['budgets_exact']}"
         )
+
+
+def _rates(rates: list[float]) -> str:
+    return " / ".join(f"{r:.0f}" for r in rates)
 
 
 if __name__ == "__main__":

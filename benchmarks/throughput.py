@@ -16,7 +16,7 @@ Figures (each printed with its goal):
       of the lucky ones (0.957). Ordering calls lowest-turn-first gives the same mean, and hedging
       straggling calls in idle slots +0.0015 (simulated over 60 seeds). The simulated provider
       answers each call about 0.3 ms after its drawn latency (its event loop's timer precision,
-      ``agent_fleet.testing.sim_loop``), the same for both contenders.
+      ``agent_fleet.sim.event_loop``), the same for both contenders.
   (b) client CPU seconds per model call at zero latency, everything included (decomposition, durable
       session log, admission, budgets, limiter), as a ratio to the naive loop: the fleet phase (goal
       ≤ 0.25×) and the whole run with aggregation (dedup, verification) and reports (goal ≤ 0.4×).
@@ -57,10 +57,11 @@ from agent_fleet.decompose import decompose
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.ids import new_run_id
 from agent_fleet.engine import RunOptions, open_engine, plan_run
-from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
+from agent_fleet.sim.provider import LogNormalLatency, SimConfig, sim_provider_process
 
 CAP = 50
 DISPATCH_WALL: list[float] = []
+RUNS: list[tuple[str, str]] = []  # (store URL, run id) of each run of ours, to read its log back
 ITEMS_PER_SESSION = 10  # the simulated agent submits 5 items a turn: submit, submit, finish = 3 turns
 SESSION_ENDS = (EventType.SESSION_COMPLETED, EventType.SESSION_FAILED, EventType.SESSION_PAUSED)
 WHOLE_GOAL, CALLS_GOAL = 0.98, 0.995  # shares of the zero-overhead client on the same seeded server
@@ -144,6 +145,7 @@ async def run_ours(
     ``samplers`` profile the fleet phase and the aggregation (benchmarks/_cpu.py)."""
     options, store = _run_options(url, src, sessions, workdir)
     run_id = new_run_id()
+    RUNS.append((store, run_id))
     fleet_sampler, aggregation_sampler = samplers or (None, None)
     th0, s0 = thread_cpu(), children_cpu()
     t0, c0 = time.perf_counter(), time.process_time()

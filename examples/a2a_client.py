@@ -22,7 +22,7 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_data_parts, new_data_part
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 
-from agent_fleet.testing.sim_provider import SimConfig, sim_provider_process
+from agent_fleet.sim.provider import SimConfig, sim_provider_process
 
 TOKEN = "team-token-" + "4c1d" * 6
 

@@ -16,7 +16,7 @@ import tempfile
 from crewai import Agent
 
 from agent_fleet.integrations.crewai import FleetTool
-from agent_fleet.testing.sim_provider import SimConfig, sim_provider_process
+from agent_fleet.sim.provider import SimConfig, sim_provider_process
 
 PAGES = [f"https://docs.example.org/guide/{topic}" for topic in ("install", "configure", "deploy", "upgrade")]
 

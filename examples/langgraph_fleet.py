@@ -20,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from agent_fleet.integrations.langgraph import fleet_node
-from agent_fleet.testing.sim_provider import SimConfig, sim_provider_process
+from agent_fleet.sim.provider import SimConfig, sim_provider_process
 
 KINDS = ["crashes on save", "could you add an export option", "why is the search slow", "shows the wrong total"]
 

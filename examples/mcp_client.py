@@ -19,7 +19,7 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from agent_fleet.testing.sim_provider import SimConfig, sim_provider_process
+from agent_fleet.sim.provider import SimConfig, sim_provider_process
 
 
 async def call(session: ClientSession, tool: str, **args: Any) -> Any:

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent_fleet import RunOptions, deploy
-from agent_fleet.testing.sim_provider import SimConfig, SimProvider
+from agent_fleet.sim.provider import SimConfig, SimProvider
 
 
 async def main() -> None:

@@ -19,6 +19,7 @@ hands:                        # what sessions work with
   files: direct               # direct | sandbox (file tools read the session's own sandbox)
   sandbox_root: null          # default: agent-fleet-<uid> under the system temp directory
 dispatch: {workers: null, hung_after_s: 600, breaker_cooldown_s: 30}
+changes: {check: "pytest -q", check_timeout_s: 600}   # a check per change (--check), its wall clock
 supervision:                  # what goes to human review, decision-shape alarms, quality-based demotion
   confidence_threshold: 0.5   # results below this confidence
   review_unsure: true         # unsure verdicts too (refuted ones always)
@@ -42,12 +43,15 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from agent_fleet.domain.calls import Quirks
 from agent_fleet.errors import ConfigError
 
 __all__ = [
+    "DEDUP_SCOPES",
     "TIERS",
     "AutoscaleSettings",
     "BudgetsConfig",
+    "ChangesConfig",
     "ContextConfig",
     "ProviderConfig",
     "FleetConfig",
@@ -175,10 +179,22 @@ class ModelConfig(_Strict):
     api_key_env: str | None = None  # the variable holding this model's key (never the key itself)
     tier: Tier = "medium"
     fallback: tuple[str, ...] = ()
-    max_tokens: int | None = Field(default=None, ge=1)  # its output limit, if not the published one
+    # Sent on every call of the model (and its output limit, if not the published one); the call's shape:
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    seed: int | None = None
+    tool_choice: Literal["auto", "required", "none"] | None = None  # None: auto whenever tools are offered
+    timeout_s: float | None = Field(default=None, gt=0)  # how long it may stay silent (provider.timeout_s)
+    compat: tuple[str, ...] | dict[str, bool] | None = None  # the server's quirks (domain.calls.QUIRKS)
     context_window: int | None = Field(default=None, ge=1024)  # its context window, if not genai-prices'
     # Does the endpoint serve the Responses API itself? None: only api.openai.com is assumed to.
     responses_api: bool | None = None
+
+    @field_validator("compat")
+    @classmethod
+    def _compat(cls, value: tuple[str, ...] | dict[str, bool] | None) -> tuple[str, ...] | dict[str, bool] | None:
+        Quirks.declared(value)  # unknown names: one clear error
+        return value
 
     @field_validator("provider")
     @classmethod
@@ -392,17 +408,54 @@ class SupervisionConfig(_Strict):
 
 class TeamConfig(_Strict):
     """A team of ``agent-fleet serve``: who it is (the variable holding its bearer token, never the
-    token itself), the LocalQueues (``namespace/name``) its runs may use, its dollar budget."""
+    token itself), the LocalQueues (``namespace/name``) its runs may use, its dollar budget, the folders
+    its inputs may come from (relative to fleet.yaml's folder; none: ``inputs/NAME`` under the server's
+    working directory)."""
 
     token_env: str = Field(min_length=1)
     queues: tuple[str, ...] = ()  # empty: every queue
     budget_usd: Decimal | None = Field(default=None, gt=0)
+    inputs: tuple[str, ...] = ()
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not p.strip() for p in value):
+            raise ValueError("an input folder must not be empty")
+        return value
+
+
+DEDUP_SCOPES = ("auto", "global", "item", "none")
 
 
 class AggregateSettings(_Strict):
-    """How results are merged: ``dedup_scope`` global | item | none, or auto (the task type's default)."""
+    """How results are merged (aggregate/merge_scope.py): ``dedup_scope`` auto (identity: results about
+    different input items never merge) | global | item | none; ``dedup_threshold``: the cosine at which
+    two results say the same thing, in (0, 1] (unset: the embedder's own)."""
 
     dedup_scope: Literal["auto", "global", "item", "none"] = "auto"
+    dedup_threshold: float | None = Field(default=None, gt=0, le=1)
+
+
+class ChangesConfig(_Strict):
+    """What a run keeps of its sessions' code changes (SPEC.md "Changes"): a file over
+    ``max_file_bytes`` is refused from its change (with the reason), a change whose patch is over
+    ``max_patch_bytes`` as a whole; ``ignore`` (gitignore patterns) adds untracked files that are never
+    a session's work to those the repository ignores (compiled Python and tool caches already are)."""
+
+    max_file_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
+    max_patch_bytes: int = Field(default=32 * 1024 * 1024, ge=1)
+    ignore: tuple[str, ...] = ()
+    # a shell command run per change (--check) in a sandbox of the base plus that change; its wall clock
+    check: str | None = None
+    check_timeout_s: float = Field(default=600.0, gt=0)
+
+    @field_validator("check")
+    @classmethod
+    def _command(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must be a shell command, not empty")
+        return value
 
 
 class FleetConfig(_Strict):
@@ -426,6 +479,7 @@ class FleetConfig(_Strict):
     supervision: SupervisionConfig = SupervisionConfig()
     teams: dict[str, TeamConfig] = Field(default_factory=dict)  # `agent-fleet serve`'s tenants
     aggregate: AggregateSettings = AggregateSettings()
+    changes: ChangesConfig = ChangesConfig()
 
     @model_validator(mode="after")
     def _names(self) -> FleetConfig:

@@ -6,13 +6,15 @@ carries the process exit code the CLI uses for it (SPEC.md, "Exit codes")::
     FleetError                      exit 1
     ├── UsageError                  exit 2  bad flag values, bad usage
     │   ├── ConfigError             exit 2  malformed fleet.yaml / Kueue objects
-    │   └── InputError              exit 2  missing or unreadable input
+    │   ├── InputError              exit 2  missing or unreadable input
+    │   └── Refused                 exit 2  not the caller's to use: an input outside its folders, a queue
     ├── PlanInvariantError          exit 1  a plan that breaks "every item in exactly one leaf"
     ├── UnreachableError            exit 4
     │   ├── ProviderUnreachable     exit 4  model provider cannot be reached
     │   │   └── ProviderTimeout     exit 4  it did not answer in time
     │   ├── ProviderDown            exit 4  the run stops: credentials refused, or no success for too long
-    │   └── StoreUnreachable        exit 4  session store cannot be opened
+    │   ├── StoreUnreachable        exit 4  session store cannot be opened
+    │   └── GitRemoteError          exit 4  a git remote cannot be reached, or refuses (clone, fetch, push)
     ├── ProviderError               exit 1  a provider answered with an error
     │   ├── RateLimited                     429 (retryable, carries retry_after)
     │   ├── Overloaded                      500/503/529 (retryable)
@@ -24,6 +26,7 @@ carries the process exit code the CLI uses for it (SPEC.md, "Exit codes")::
     ├── BudgetExhausted             exit 3  a budget stops a session (it pauses, it is not killed)
     ├── SessionNotFound             exit 2
     ├── RunOwned                    exit 5  another live engine holds the run's lease
+    ├── GitError                    exit 1  git failed on the run's repository (changes, branches)
     └── StoreError                  exit 4  the store failed while open
         ├── StoreUnavailable        exit 4  writes kept failing past the store's retry deadline
         └── LeaseLost               exit 5  a write of an engine whose lease was taken over (fencing)
@@ -39,6 +42,8 @@ __all__ = [
     "ContextLengthExceeded",
     "ConfigError",
     "FleetError",
+    "GitError",
+    "GitRemoteError",
     "InputError",
     "LeaseLost",
     "MalformedResponse",
@@ -53,6 +58,7 @@ __all__ = [
     "OutOfQuota",
     "QuotaExhausted",
     "RateLimited",
+    "Refused",
     "RunOwned",
     "SessionNotFound",
     "StoreError",
@@ -82,6 +88,11 @@ class InputError(UsageError):
     pass
 
 
+class Refused(UsageError):
+    """The caller may not use what it named (``serve``: an input outside its team's folders or one of the
+    server's own files, a queue that is not its team's). The API answers 403."""
+
+
 class PlanInvariantError(FleetError):
     pass
 
@@ -107,6 +118,11 @@ class StoreUnreachable(UnreachableError):
     pass
 
 
+class GitRemoteError(UnreachableError):
+    """A git remote (an ``--input`` URL, a ``--push`` remote) cannot be reached, or refuses the
+    credential or the push. Nothing of the run is lost: its branches stay in the local repository."""
+
+
 class StoreError(FleetError):
     exit_code = 4
 
@@ -125,6 +141,14 @@ class RunOwned(FleetError):
     """Another live engine owns the run (its lease is held and not expired)."""
 
     exit_code = 5
+
+
+class GitError(FleetError):
+    """git failed on a run's repository (keeping, committing or merging the sessions' changes)."""
+
+    def __init__(self, message: str, *, stderr: bytes = b"") -> None:
+        super().__init__(message)
+        self.stderr = stderr
 
 
 class SessionNotFound(FleetError):

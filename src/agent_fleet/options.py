@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.config import DEFAULT_SESSION_TOKENS, FleetConfig, check_executor
+from agent_fleet.config import DEDUP_SCOPES, DEFAULT_SESSION_TOKENS, FleetConfig, check_executor
+from agent_fleet.domain.calls import CallShape
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import UsageError
 
-__all__ = ["RunOptions", "RunReport", "budget_event_data", "exit_code_for", "session_tokens", "with_config"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_MODEL",
+    "RunOptions",
+    "RunReport",
+    "budget_event_data",
+    "call_shape",
+    "exit_code_for",
+    "parse_requests",
+    "session_tokens",
+    "with_config",
+]
+
+DEFAULT_MODEL = "gpt-4.1-mini"  # --model when none is given (with fleet.yaml models: the router picks)
+DEFAULT_MAX_TOKENS = 4096  # an agent call's output limit when neither the run nor fleet.yaml sets one
 
 
 def session_tokens(options: RunOptions) -> int:
@@ -30,22 +46,32 @@ class RunOptions:
     budget_usd: str | None = None  # Decimal as text
     fleet_budget_usd: str | None = None
     timeout: float | None = None
-    model: str = "gpt-4.1-mini"
+    model: str = DEFAULT_MODEL
     provider: str | None = None  # URL | "openai" | "anthropic"
     out_dir: str | None = None
     queue: str | None = None
     priority: str | None = None
     max_concurrency: int = 0  # 0: fleet.yaml's rate_limit.baseline_concurrency (50)
     max_turns: int = 0  # 0: fleet.yaml's guards.max_turns (60)
-    max_tokens: int = 4096  # per model call
+    max_tokens: int | None = None  # per model call; None: fleet.yaml's models[].max_tokens, else 4096
+    temperature: float | None = None  # sent on every agent call when set (else fleet.yaml's, else the server's)
+    seed: int | None = None  # likewise
     max_attempts: int = 3
     agent_cmd: str | None = None
     agent_format: str = "jsonl"  # how a CLI agent's stdout is read: jsonl | claude | codex | aider
     config_path: str | None = None
-    embedder: str = "auto"  # auto | lexical | minilm | provider (through the gateway)
+    embedder: str = "auto"  # auto | minilm | fast (int8) | lexical | provider (through the gateway)
     embedding_model: str | None = None  # with the provider embedder; None: text-embedding-3-small
     team: str | None = None  # the fleet.yaml team that submitted it to `agent-fleet serve` (never its token)
     executor: str | None = None  # local | ray:auto | ray://HOST:PORT; None: fleet.yaml's dispatch.executor
+    # each session's requests for admission, over pods 1 and fleet.yaml hands.cpu / hands.memory (Kueue
+    # quantities as text, e.g. {"cpu": "2", "memory": "1Gi", "example.com/gpu": "1"})
+    requests: dict[str, str] | None = None
+    check: str | None = None  # a shell command run per change (--check); None: fleet.yaml's changes.check
+    push: str | None = None  # a git remote (name or URL) the run's branches are pushed to (--push)
+    input_url: str | None = None  # the git remote (https://HOST/PATH.git[#REF]) the input was cloned from
+    dedup_scope: str | None = None  # auto | global | item | none; None: fleet.yaml's aggregate.dedup_scope
+    dedup_threshold: float | None = None  # cosine in (0, 1]; None: fleet.yaml's, else the embedder's own
 
     def __post_init__(self) -> None:
         if not self.task.strip():
@@ -58,13 +84,30 @@ class RunOptions:
             raise UsageError(f"--max-concurrency must be at least 1, got {self.max_concurrency}")
         if self.max_turns < 0:
             raise UsageError(f"--max-turns must be at least 1, got {self.max_turns}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise UsageError(f"--timeout must be positive, got {self.timeout}")
+        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise UsageError(f"--timeout must be a positive number of seconds, got {self.timeout}")
+        if self.check is not None and not self.check.strip():
+            raise UsageError("--check must be a shell command, not empty")
+        if self.push is not None and not self.push.strip():
+            raise UsageError("--push must name a git remote")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise UsageError(f"--max-tokens must be at least 1, got {self.max_tokens}")
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise UsageError(f"--temperature must be between 0 and 2, got {self.temperature}")
         if self.executor is not None:
             try:
                 check_executor(self.executor)
             except ValueError as exc:
                 raise UsageError(f"--executor: {exc}") from None
+        if self.requests is not None and not _pairs(self.requests):
+            raise UsageError("--requests must be NAME=QUANTITY pairs, e.g. cpu=2,memory=1Gi")
+        if self.dedup_scope is not None and self.dedup_scope not in DEDUP_SCOPES:
+            choose = ", ".join(DEDUP_SCOPES)
+            raise UsageError(f"--dedup-scope: unknown scope {self.dedup_scope!r} (choose from {choose})")
+        if self.dedup_threshold is not None:
+            t = self.dedup_threshold
+            if isinstance(t, bool) or not isinstance(t, int | float) or not 0.0 < t <= 1.0:  # NaN fails too
+                raise UsageError(f"--dedup-threshold must be in (0, 1], got {t}")
         for name in ("budget_usd", "fleet_budget_usd"):
             value = getattr(self, name)
             if value is not None:
@@ -89,10 +132,19 @@ class RunReport:
     summary: dict[str, Any]
     results: tuple[ResultItem, ...]
     out_dir: Path
+    # with --push: {remote, branches: [names pushed], error: one line | None}; never a credential
+    push: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
         return str(self.summary["status"])
+
+
+def call_shape(options: RunOptions, config: FleetConfig, model: str) -> CallShape:
+    """What a run sends on the calls of ``model``: its flags over fleet.yaml's entry for the model."""
+    entry = config.model(model)
+    flags = CallShape(max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed)
+    return flags.over(CallShape.of(entry) if entry is not None else None)
 
 
 def exit_code_for(status: str) -> int:
@@ -111,11 +163,35 @@ def with_config(options: RunOptions, config: FleetConfig) -> RunOptions:
         max_concurrency=options.max_concurrency or config.rate_limit.baseline_concurrency,
         max_turns=options.max_turns or config.guards.max_turns,
         executor=options.executor or config.dispatch.executor,
+        check=options.check if options.check is not None else config.changes.check,
     )
 
 
 def _text(value: Decimal | None) -> str | None:
     return None if value is None else str(value)
+
+
+def _pairs(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and k.strip() and isinstance(v, str) and v.strip() for k, v in value.items()
+    )
+
+
+def parse_requests(text: str | None) -> dict[str, str] | None:
+    """``--requests cpu=2,memory=1Gi,NAME=N`` as a mapping (UsageError when malformed; the quantities
+    themselves are checked with the run's queues)."""
+    if text is None or not text.strip():
+        return None
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            raise UsageError(f"--requests: {part.strip()!r} is not NAME=QUANTITY (e.g. cpu=2,memory=1Gi)")
+        if name in out:
+            raise UsageError(f"--requests: {name} is given twice")
+        out[name] = value
+    return out
 
 
 def budget_event_data(tokens: int | None, usd: str | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
+from agent_fleet.sim.provider import LogNormalLatency, SimConfig, sim_provider_process
 
 API_KEY = "sk-e2e-" + "7f3a9c" * 4
 

@@ -14,15 +14,15 @@ from collections import Counter
 from pathlib import Path
 
 from agent_fleet.admission import AdmissionController, load_kueue_yaml
-from agent_fleet.admission.slots import AdmissionSlots
+from agent_fleet.admission.workload_slots import AdmissionSlots
 from agent_fleet.clock import RealClock
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.plan import Plan
 from agent_fleet.engine import RunOptions, RunReport, deploy
 from agent_fleet.session import open_store
-from agent_fleet.testing.sim_items import note_for_item
-from agent_fleet.testing.sim_provider import SimConfig
-from agent_fleet.testing.sim_server import SimProvider
+from agent_fleet.sim.http_server import SimProvider
+from agent_fleet.sim.items import note_for_item
+from agent_fleet.sim.provider import SimConfig
 
 from .conftest import write_lines
 

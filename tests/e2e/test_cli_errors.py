@@ -35,6 +35,11 @@ def _one_line_error(stderr: str) -> str:
         (["--provider", "ftp://nowhere"], "--provider"),
         (["--store", "mysql://x"], "store"),
         (["--config", "missing-fleet.yaml"], "missing-fleet.yaml"),
+        (["--dedup-threshold", "0"], "--dedup-threshold must be in (0, 1]"),
+        (["--dedup-threshold", "1.5"], "--dedup-threshold must be in (0, 1]"),
+        (["--dedup-threshold", "nan"], "--dedup-threshold must be in (0, 1]"),
+        (["--dedup-threshold", "high"], "--dedup-threshold must be a number"),
+        (["--dedup-scope", "each"], "--dedup-scope: unknown scope 'each'"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(cli: Cli, tmp_path: Path, args: list[str], needle: str) -> None:

@@ -13,17 +13,33 @@ from .conftest import Cli, write_lines
 async def test_live_dedup_rate_and_no_second_embedding_after_a_crash(slow_cli: Cli, tmp_path: Path) -> None:
     cli = slow_cli
     src = write_lines(tmp_path / "urls.txt", 600)
-    args = ("--task", "Summarise each page", "--input", str(src), "--agents", "60", "--embedder", "lexical")
-    proc = cli.popen("deploy", *args, "--max-concurrency", "10")
+    # every note compared with every other (not kept apart by its page): so that there is embedding to reuse
+    args = (
+        "--task",
+        "Summarise each page",
+        "--input",
+        str(src),
+        "--agents",
+        "60",
+        "--embedder",
+        "lexical",
+        "--dedup-scope",
+        "global",
+    )
+    # five calls at a time of half a second each: the run lasts about 20 s, and each look at it below
+    # is a process of its own, which a loaded machine takes a second or more to start
+    proc = cli.popen("deploy", *args, "--max-concurrency", "5")
     live = None
+    run_id = None
     for _ in range(300):
         await asyncio.sleep(0.2)
         assert proc.poll() is None
-        _code, runs = cli.json("status")
-        if not runs["runs"]:
+        if run_id is None:
+            _code, runs = cli.json("status")
+            run_id = runs["runs"][0]["run_id"] if runs["runs"] else None
             continue
-        _code, one = cli.json("status", runs["runs"][0]["run_id"])
-        if one.get("dedup", {}).get("raw", 0) >= 50:
+        _code, one = cli.json("status", run_id)
+        if 50 <= one.get("dedup", {}).get("raw", 0) < 600:  # results came, and sessions still run
             live = one
             break
     assert live is not None, "no live dedup figures while the run was going"

@@ -25,6 +25,9 @@ async def test_provider_embedder_is_metered_and_recorded(cli: Cli, tmp_path: Pat
         "provider",
         "--embedding-model",
         "text-embedding-3-small",
+        # each result is about its own URL and is compared with none: the global scope compares them all
+        "--dedup-scope",
+        "global",
     )
     assert code == 0, summary
     assert summary["dedup"]["embedder"].startswith("provider:text-embedding-3-small")

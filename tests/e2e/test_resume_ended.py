@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_fleet.testing.sim_provider import SimConfig, sim_provider_process
+from agent_fleet.sim.provider import SimConfig, sim_provider_process
 
 from .conftest import Cli, write_lines
 
@@ -37,7 +37,10 @@ def test_resume_of_an_ended_run_and_retry_failed(cli: Cli, tmp_path: Path) -> No
     again = cli.run("resume", run_id, "--json")
     assert again.returncode == 1, again.stderr
     assert json.loads(again.stdout) == failed
-    assert again.stderr.strip() == f"agent-fleet: run {run_id} has already ended (failed); nothing was run"
+    assert again.stderr.strip().splitlines() == [
+        f"agent-fleet: run {run_id} has already ended (failed); nothing was run",
+        f"agent-fleet: run {run_id}: 3 of 3 session(s) failed for good (model-call errors: timeout 9)",
+    ]
     assert _outputs(out_dir) == before
     assert cli.json("events", run_id)[1]["events"] == events_before
 

@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_fleet.sim.provider import LogNormalLatency, SimConfig, sim_provider_process
 from agent_fleet.testing.serve_process import serve_process as start_serve
-from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
 
 from .conftest import API_KEY, write_lines
 
@@ -85,6 +85,13 @@ def served(tmp_path: Path, provider: str) -> Iterator[Served]:
         yield s
 
 
+def _folder(served: Served, team: str) -> Path:
+    """A team's input folder (``serve`` makes each team's default one, ``inputs/NAME``, on start)."""
+    folder = served.cwd / "inputs" / team
+    assert folder.is_dir()
+    return folder
+
+
 def _wait_ended(client: httpx.Client, run_id: str, timeout: float = 180) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -107,15 +114,17 @@ def _reset(provider: str) -> None:
 
 
 def test_two_runs_at_once_share_one_gateway(served: Served, provider: str) -> None:
-    write_lines(served.cwd / "a.txt", 24)
-    write_lines(served.cwd / "b.txt", 16)
+    write_lines(_folder(served, "alpha") / "a.txt", 24)
+    write_lines(_folder(served, "beta") / "b.txt", 16)
     _reset(provider)
     with served.client(TOKEN_A) as a, served.client(TOKEN_B) as b:
         ra = a.post(
-            "/v1/runs", json={"task": "summarize each url", "input_path": "a.txt", "agents": 8, "embedder": "lexical"}
+            "/v1/runs",
+            json={"task": "summarize each url", "input_path": "inputs/alpha/a.txt", "agents": 8, "embedder": "lexical"},
         )
         rb = b.post(
-            "/v1/runs", json={"task": "summarize each url", "input_path": "b.txt", "agents": 8, "embedder": "lexical"}
+            "/v1/runs",
+            json={"task": "summarize each url", "input_path": "inputs/beta/b.txt", "agents": 8, "embedder": "lexical"},
         )
         assert ra.status_code == rb.status_code == 202, (ra.text, rb.text)
         run_a, run_b = ra.json()["run_id"], rb.json()["run_id"]
@@ -135,12 +144,13 @@ def test_two_runs_at_once_share_one_gateway(served: Served, provider: str) -> No
 
 
 def test_team_isolation_and_no_token_at_rest(served: Served) -> None:
-    write_lines(served.cwd / "a.txt", 6)
+    write_lines(_folder(served, "alpha") / "a.txt", 6)
     with served.client(TOKEN_A) as a, served.client(TOKEN_B) as b, served.client(ADMIN) as admin:
         run_a = a.post(
-            "/v1/runs", json={"task": "summarize each url", "input_path": "a.txt", "agents": 2, "embedder": "lexical"}
+            "/v1/runs",
+            json={"task": "summarize each url", "input_path": "inputs/alpha/a.txt", "agents": 2, "embedder": "lexical"},
         ).json()["run_id"]
-        for path in ("", "/events", "/results"):
+        for path in ("", "/events", "/results", "/changes"):
             r = b.get(f"/v1/runs/{run_a}{path}")
             assert r.status_code == 404, (path, r.text)
             assert set(r.json()) == {"error"} and r.json()["error"]["type"] == "not_found"
@@ -157,6 +167,8 @@ def test_team_isolation_and_no_token_at_rest(served: Served) -> None:
             r = stranger.get("/v1/runs")
         assert r.status_code == 401 and r.json()["error"]["type"] == "unauthorized"
         assert _wait_ended(a, run_a)["status"] == "completed"
+        changes = a.get(f"/v1/runs/{run_a}/changes").json()  # a list input: no code changes are kept
+        assert changes["base"] is None and changes["changes"] == [] and "not captured" in changes["note"]
         # the dashboard and /metrics show every team's runs: the admin's token only
         assert a.get("/metrics").status_code == 401
         assert b.get("/").status_code == 401
@@ -191,15 +203,16 @@ def test_errors_have_one_shape(served: Served) -> None:
 
 
 def test_a_team_budget_bounds_all_its_runs(served: Served) -> None:
-    write_lines(served.cwd / "e.txt", 8)
-    body = {"task": "summarize each url", "input_path": "e.txt", "agents": 4, "embedder": "lexical"}
+    write_lines(_folder(served, "gamma") / "e.txt", 8)
+    write_lines(_folder(served, "alpha") / "e.txt", 8)
+    body = {"task": "summarize each url", "input_path": "inputs/gamma/e.txt", "agents": 4, "embedder": "lexical"}
     with served.client(TOKEN_C) as c, served.client(TOKEN_A) as a:
         first = c.post("/v1/runs", json=body).json()["run_id"]
         done = _wait_ended(c, first)
         assert done["status"] == "paused", done  # $0.00001 covers no session's calls
         assert done["sessions"].get("paused", 0) >= 1
         # another team's run on the same server is not charged to gamma's account
-        other = a.post("/v1/runs", json=body).json()["run_id"]
+        other = a.post("/v1/runs", json={**body, "input_path": "inputs/alpha/e.txt"}).json()["run_id"]
         assert _wait_ended(a, other)["status"] == "completed"
 
 
@@ -211,8 +224,18 @@ def _cli(served: Served, *args: str, token: str = TOKEN_A) -> subprocess.Complet
 
 
 def test_cli_against_the_server(served: Served) -> None:
-    write_lines(served.cwd / "c.txt", 6)
-    deploy = ("deploy", "--task", "summarize each url", "--input", "c.txt", "--agents", "2", "--embedder", "lexical")
+    write_lines(_folder(served, "alpha") / "c.txt", 6)
+    deploy = (
+        "deploy",
+        "--task",
+        "summarize each url",
+        "--input",
+        "inputs/alpha/c.txt",
+        "--agents",
+        "2",
+        "--embedder",
+        "lexical",
+    )
     detached = _cli(served, *deploy, "--detach")
     assert detached.returncode == 0, detached.stderr
     run_id = detached.stdout.strip()
@@ -249,8 +272,9 @@ def slow_provider() -> Iterator[str]:
 
 @pytest.mark.slow
 def test_kill_9_and_restart_continue_the_run(tmp_path: Path, slow_provider: str) -> None:
-    write_lines(tmp_path / "d.txt", 30)
-    body = {"task": "summarize each url", "input_path": "d.txt", "agents": 10, "embedder": "lexical"}
+    (tmp_path / "inputs" / "alpha").mkdir(parents=True)
+    write_lines(tmp_path / "inputs" / "alpha" / "d.txt", 30)
+    body = {"task": "summarize each url", "input_path": "inputs/alpha/d.txt", "agents": 10, "embedder": "lexical"}
     with serve_process(tmp_path, slow_provider) as first, first.client(TOKEN_A) as a:
         run_id = a.post("/v1/runs", json=body).json()["run_id"]
         deadline = time.monotonic() + 120
@@ -269,8 +293,8 @@ def test_kill_9_and_restart_continue_the_run(tmp_path: Path, slow_provider: str)
 
 
 def test_cancel_then_resume(served: Served) -> None:
-    write_lines(served.cwd / "f.txt", 40)
-    body = {"task": "summarize each url", "input_path": "f.txt", "agents": 8, "embedder": "lexical"}
+    write_lines(_folder(served, "beta") / "f.txt", 40)
+    body = {"task": "summarize each url", "input_path": "inputs/beta/f.txt", "agents": 8, "embedder": "lexical"}
     with served.client(TOKEN_B) as b:
         run_id = b.post("/v1/runs", json=body).json()["run_id"]
         cancelled = b.post(f"/v1/runs/{run_id}/cancel")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from agent_fleet.domain.events import EventType
-from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, sim_provider_process
+from agent_fleet.sim.provider import LogNormalLatency, SimConfig, sim_provider_process
 
 from .conftest import Cli, write_lines
 from .test_admission_live import _check_results, _run_events, cohort_yaml
@@ -31,6 +31,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 CAP = 30  # the gateway's one concurrency limit, for every run of the server
 A_NOMINAL, B_NOMINAL = 20, 10
+# Team A's sessions hold twenty items each (five calls of 0.8 s), so that its three waves (about 12 s)
+# outlast B's deploy, a CLI start that takes seconds on a busy machine.
+A_ITEMS = 1800
 
 KUEUE_YAML = cohort_yaml({"team-a": (A_NOMINAL, False), "team-b": (B_NOMINAL, True)}, {"high": 1000})
 
@@ -80,13 +83,13 @@ def _deploy(served: Served, token: str, *args: str) -> str:
 
 
 def test_a_higher_priority_team_reclaims_borrowed_sessions(cohort: Served, provider: str) -> None:
-    write_lines(cohort.cwd / "a.txt", 600)
-    write_lines(cohort.cwd / "b.txt", 50)
+    write_lines(cohort.cwd / "inputs" / "alpha" / "a.txt", A_ITEMS)
+    write_lines(cohort.cwd / "inputs" / "beta" / "b.txt", 50)
     _reset(provider)
     common = ("--task", "Summarise each page", "--embedder", "lexical")
     # 90 sessions: A keeps borrowing for three waves, so B's deploy (a CLI start, slow on a busy machine)
     # lands while borrowed sessions are in flight; with 30 the whole of A could end first.
-    run_a = _deploy(cohort, TOKEN_A, *common, "--input", "a.txt", "--agents", "90", "--queue", "team-a")
+    run_a = _deploy(cohort, TOKEN_A, *common, "--input", "inputs/alpha/a.txt", "--agents", "90", "--queue", "team-a")
     with cohort.client(ADMIN) as admin:
         deadline = time.monotonic() + 90
         while _metric(admin.get("/metrics").text, "kueue_cluster_queue_resource_usage", cluster_queue="team-a") < 30:
@@ -94,14 +97,24 @@ def test_a_higher_priority_team_reclaims_borrowed_sessions(cohort: Served, provi
             time.sleep(0.2)
         time.sleep(1.5)  # A's borrowing sessions are in flight with results recorded
         run_b = _deploy(
-            cohort, TOKEN_B, *common, "--input", "b.txt", "--agents", "10", "--queue", "team-b", "--priority", "high"
+            cohort,
+            TOKEN_B,
+            *common,
+            "--input",
+            "inputs/beta/b.txt",
+            "--agents",
+            "10",
+            "--queue",
+            "team-b",
+            "--priority",
+            "high",
         )
         with cohort.client(TOKEN_A) as a, cohort.client(TOKEN_B) as b:
             done_b = _wait_ended(b, run_b)
             done_a = _wait_ended(a, run_a)
         metrics = admin.get("/metrics").text
     assert done_a["status"] == done_b["status"] == "completed", (done_a, done_b)
-    assert done_a["results_raw"] == 600 and done_b["results_raw"] == 50
+    assert done_a["results_raw"] == A_ITEMS and done_b["results_raw"] == 50
     assert _provider_stats(provider)["max_in_flight"] <= CAP
 
     cohort.proc.terminate()

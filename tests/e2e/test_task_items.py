@@ -28,7 +28,9 @@ def test_twelve_urls_in_the_task_run_twelve_sessions_each_url_once(cli: Cli) -> 
     assert summary["sessions"]["completed"] == 12
     seen = _partition_items(cli, summary["run_id"], 12)
     assert sorted(seen) == sorted(URLS)
-    assert summary["dedup_scope"]["scope"] == "item"  # a summary per page: never merged across pages
+    # a note per page: never merged across pages, each known by its URL
+    assert summary["dedup_scope"]["scope"] == "auto" and summary["dedup_scope"]["identity"]["location"] == 12
+    assert summary["results_unique"] == 12
 
 
 def test_fewer_agents_than_urls_and_a_one_line_question(cli: Cli) -> None:

@@ -17,8 +17,8 @@ import pytest
 from agent_fleet.control import FleetHost
 from agent_fleet.domain.events import EventType
 from agent_fleet.engine import RunOptions
-from agent_fleet.testing.sim_provider import SimConfig
-from agent_fleet.testing.sim_server import SimProvider
+from agent_fleet.sim.http_server import SimProvider
+from agent_fleet.sim.provider import SimConfig
 
 from .conftest import write_lines
 from .test_admission_live import _check_results, _run_events

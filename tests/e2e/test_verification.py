@@ -10,7 +10,7 @@ import pytest
 
 from agent_fleet.domain.events import EventType
 from agent_fleet.session import open_store
-from agent_fleet.testing.sim_provider import SimConfig, sim_provider_process
+from agent_fleet.sim.provider import SimConfig, sim_provider_process
 
 from .conftest import Cli, write_lines
 

@@ -6,11 +6,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Unpack
 
 from agent_fleet.hands import isolation
+from agent_fleet.hands.port import CommandOptions, CompletedRun, ProvisionOptions, Sandbox, SandboxState
+from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import LocalSandboxProvider, SandboxConfig
 
 MODES = ["bwrap", "plain"]
@@ -68,3 +71,39 @@ def git_repo(path: Path, files: dict[str, str]) -> Path:
 def worktrees(repo: Path) -> list[str]:
     out = subprocess.run(["git", "-C", str(repo), "worktree", "list", "--porcelain"], capture_output=True, text=True)
     return [line.split(" ", 1)[1] for line in out.stdout.splitlines() if line.startswith("worktree ")]
+
+
+class Snapshots:
+    """A sandbox provider that keeps what each session's worktree holds when its sandbox closes."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.at_close: dict[str, dict[str, str]] = {}  # session -> the .py files, at its last close
+
+    async def provision(self, resources: ResourceSpec, **options: Unpack[ProvisionOptions]) -> Sandbox:
+        return _Snapshotted(await self.inner.provision(resources, **options), self)
+
+
+class _Snapshotted:
+    def __init__(self, box: Sandbox, owner: Snapshots) -> None:
+        self._box, self._owner = box, owner
+        self.sandbox_id, self.session_id, self.workdir = box.sandbox_id, box.session_id, box.workdir
+
+    @property
+    def state(self) -> SandboxState:
+        return self._box.state
+
+    async def run(self, command: str | Sequence[str], **options: Unpack[CommandOptions]) -> CompletedRun:
+        return await self._box.run(command, **options)
+
+    def kill_processes(self) -> list[int]:
+        return self._box.kill_processes()
+
+    async def capture(self, scratch: Sequence[str] = ()) -> dict[str, Any] | None:
+        return await self._box.capture(scratch)
+
+    async def aclose(self) -> None:
+        if self.workdir.is_dir():
+            files = {str(p.relative_to(self.workdir)): p.read_text() for p in sorted(self.workdir.rglob("*.py"))}
+            self._owner.at_close[self.session_id] = files
+        await self._box.aclose()

@@ -1,51 +1,17 @@
-"""Fixtures for the integration tests: a tiny scripted HTTP model server on loopback (provider tests)."""
+"""The integration tests, one folder per plane of ``agent_fleet`` (as ``tests/unit``), and what they share.
+
+Helpers that only one folder uses live in it (``hands/_engine_child.py``, ``engine/_git_server.py``, …);
+the ones several folders use live here: ``_hands_support`` (sandboxes, git repositories, process
+checks), imported by its bare name from every folder, and ``_mcp_server.py``, a script the tests start
+as ``Path(__file__).parents[1] / "_mcp_server.py"``. For the former this folder goes on ``sys.path``
+below (pytest's default import mode puts only each test module's own folder there; a conftest's too,
+as it imports one, but the helpers should not hang on that).
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import Any
+import sys
+from pathlib import Path
 
-import pytest
-from aiohttp import web
-
-
-@dataclass
-class Scripted:
-    """Answers each request with the next scripted (status, body, headers); records what it got."""
-
-    replies: list[tuple[int, Any, dict[str, str]]] = field(default_factory=list)
-    default: Callable[[dict[str, Any]], tuple[int, Any, dict[str, str]]] | None = None
-    seen: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    base_url: str = ""
-
-    async def handle(self, request: web.Request) -> web.Response:
-        body = json.loads(await request.read())
-        self.seen.append({"path": request.path, "body": body})
-        self.headers.append(dict(request.headers))
-        if self.replies:
-            status, payload, headers = self.replies.pop(0)
-        elif self.default is not None:
-            status, payload, headers = self.default(body)
-        else:
-            status, payload, headers = 500, {"error": {"message": "no reply scripted"}}, {}
-        text = payload if isinstance(payload, str) else json.dumps(payload)
-        return web.Response(status=status, text=text, headers=headers, content_type="application/json")
-
-
-@pytest.fixture
-async def scripted() -> AsyncIterator[Scripted]:
-    script = Scripted()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", script.handle)
-    app.router.add_post("/v1/messages", script.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    script.base_url = f"http://127.0.0.1:{port}/v1"
-    yield script
-    await runner.cleanup()
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))

@@ -140,7 +140,7 @@ def primitive(kind: str) -> Any:
         return pool
     from agent_fleet.admission import AdmissionController
     from agent_fleet.admission.kueue import default_objects
-    from agent_fleet.admission.slots import AdmissionSlots
+    from agent_fleet.admission.workload_slots import AdmissionSlots
 
     return AdmissionSlots(AdmissionController(default_objects(2), VirtualClock()))  # a pods quota of 2
 

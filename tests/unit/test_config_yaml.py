@@ -71,3 +71,24 @@ def test_a_fleet_yaml_is_parsed_once_until_it_changes(tmp_path: Path) -> None:
     path.write_text("rate_limit: {baseline_concurrency: 9}\n")  # another size: read again
     again = load_config(path)
     assert again is not first and again.rate_limit.baseline_concurrency == 9
+
+
+def test_a_models_call_shape_is_checked_in_one_line() -> None:
+    from agent_fleet.config import parse_config
+    from agent_fleet.domain.calls import CallShape, Quirks
+
+    entry = {"name": "local", "provider": "http://127.0.0.1:8080/v1", "model": "m"}
+    cfg = parse_config(
+        {"models": [{**entry, "max_tokens": 256, "temperature": 0, "seed": 7, "compat": ["no_usage_chunk"]}]}
+    )
+    (model,) = cfg.models
+    assert CallShape.of(model) == CallShape(max_tokens=256, temperature=0.0, seed=7)
+    assert Quirks.declared(model.compat).has("no_usage_chunk") is True
+    for bad, words in (
+        ({"compat": ["streams_sideways"]}, "unknown compat streams_sideways"),
+        ({"tool_choice": "sometimes"}, "models.0.tool_choice"),
+        ({"temperature": 3}, "models.0.temperature"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            parse_config({"models": [{**entry, **bad}]})
+        assert words in str(info.value) and "\n" not in str(info.value), str(info.value)

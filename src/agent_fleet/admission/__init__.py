@@ -17,7 +17,7 @@ from agent_fleet._lazy import lazy_exports
 if TYPE_CHECKING:
     from agent_fleet.admission.controller import AdmissionController, OnAdmit, OnPreempt
     from agent_fleet.admission.kueue import default_objects, load_kueue_yaml, parse_objects
-    from agent_fleet.admission.metrics import AdmissionMetrics
+    from agent_fleet.admission.kueue_metrics import AdmissionMetrics
     from agent_fleet.admission.objects import KueueObjects
     from agent_fleet.admission.scheduler import Admitted, CycleResult, Preempted, Requeued
     from agent_fleet.admission.simulate import Scenario, SimulationResult, load_scenario, parse_scenario, simulate
@@ -48,7 +48,7 @@ __getattr__ = lazy_exports(
     __name__,
     {
         "AdmissionController": "agent_fleet.admission.controller",
-        "AdmissionMetrics": "agent_fleet.admission.metrics",
+        "AdmissionMetrics": "agent_fleet.admission.kueue_metrics",
         "Admitted": "agent_fleet.admission.scheduler",
         "CycleResult": "agent_fleet.admission.scheduler",
         "KueueObjects": "agent_fleet.admission.objects",

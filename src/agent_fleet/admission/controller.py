@@ -24,7 +24,7 @@ from typing import Any
 
 from agent_fleet.admission.cache.cache import Cache
 from agent_fleet.admission.cache.resource_node import potential_available
-from agent_fleet.admission.metrics import AdmissionMetrics
+from agent_fleet.admission.kueue_metrics import AdmissionMetrics
 from agent_fleet.admission.objects import FairSharing, KueueObjects
 from agent_fleet.admission.quantity import format_quantity, parse_quantity
 from agent_fleet.admission.queue import QueueManager
@@ -79,26 +79,36 @@ class AdmissionController:
         unknown queue or priority class, a duplicate name, or a malformed request."""
         if workload.name in self.workloads:
             raise ConfigError(f"workload {workload.name!r}: name: already submitted")
+        info = self._info(workload)
+        self.workloads[workload.name] = info
+        self.queues.add(info)
+        if info.cluster_queue not in self.cache.cluster_queues:
+            info.last_reason = "ClusterQueueNotFound"
+        self._wake.set()
+        return self._never_fits(info)
+
+    def check(self, workload: Workload) -> str | None:
+        """What :meth:`submit` would say of ``workload`` (ConfigError, or why it can never be
+        admitted), with nothing queued: a run's sessions are checked before the run is recorded."""
+        return self._never_fits(self._info(workload))
+
+    def _info(self, workload: Workload) -> WorkloadInfo:
         lq = self.objects.resolve_local_queue(workload.queue)
         if lq is None:
             raise ConfigError(f"workload {workload.name!r}: queue: no LocalQueue {workload.queue!r}")
+        spec = self.objects.cluster_queues.get(lq.cluster_queue)
         info = WorkloadInfo(
             workload=workload,
             namespace=lq.namespace,
             local_queue=lq.key,
             cluster_queue=lq.cluster_queue,
             priority=self._priority(workload),
-            requests=self._requests(workload),
+            requests=self._requests(workload, covers=spec.covers if spec is not None else None),
             pods=1,
             now=self.clock.now(),
         )
         info.pods = info.requests.get("pods", 1)
-        self.workloads[workload.name] = info
-        self.queues.add(info)
-        if lq.cluster_queue not in self.cache.cluster_queues:
-            info.last_reason = "ClusterQueueNotFound"
-        self._wake.set()
-        return self._never_fits(info)
+        return info
 
     def finish(self, name: str) -> bool:
         """The session ended (or was cancelled): release its quota or drop it from its queue."""
@@ -239,9 +249,11 @@ class AdmissionController:
             return wpc.value
         return workload.priority if workload.priority is not None else 0
 
-    def _requests(self, workload: Workload) -> dict[str, int]:
+    def _requests(self, workload: Workload, *, covers: Callable[[str], bool] | None) -> dict[str, int]:
+        """The workload's requests as counts: ``requests``, and ``defaults`` the ClusterQueue covers."""
         requests: dict[str, int] = {}
-        for resource, value in workload.requests.items():
+        defaults = {r: v for r, v in workload.defaults.items() if covers is not None and covers(str(r))}
+        for resource, value in {**defaults, **workload.requests}.items():
             try:
                 count = parse_quantity(str(resource), value)
             except ValueError as exc:

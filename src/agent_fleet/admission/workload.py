@@ -18,13 +18,17 @@ class Workload:
 
     ``queue`` names a LocalQueue (``ns/name``, or ``name`` in namespace ``default``).
     ``requests`` are the session's total requests (quantities as Kueue spells them); it
-    counts as one pod unless ``requests["pods"]`` says otherwise. ``owner`` is opaque to
+    counts as one pod unless ``requests["pods"]`` says otherwise. ``defaults`` are requests
+    counted only where the ClusterQueue covers the resource, as ``pods`` is (a session's
+    sandbox ``cpu`` and ``memory`` from fleet.yaml ``hands``, which a ClusterQueue of ``pods``
+    alone leaves out); a name in both counts as ``requests`` says. ``owner`` is opaque to
     admission (the engine puts the agent session id there).
     """
 
     name: str
     queue: str
     requests: Mapping[str, Any] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
     priority: int | None = None
     priority_class: str | None = None
     created: float = 0.0

@@ -28,13 +28,14 @@ if TYPE_CHECKING:
         DecisionKind,
     )
     from agent_fleet.aggregate.bands import CLAIMED_BANDS, BandCheck, TaskType, band_check, classify_task
-    from agent_fleet.aggregate.cache import EmbeddingCache
     from agent_fleet.aggregate.categorize import CategoryNamer, ModelCategoryNamer, assign_categories
     from agent_fleet.aggregate.embedders import Embedder, LexicalEmbedder, SyncEmbedder, embed_sync
+    from agent_fleet.aggregate.embedding_cache import EmbeddingCache
     from agent_fleet.aggregate.local import EmbedderUnavailable, MiniLMEmbedder, SentenceEmbedder, choose_embedder
-    from agent_fleet.aggregate.remote import EmbeddingsClient, HttpEmbeddingsClient, ProviderEmbedder
-    from agent_fleet.aggregate.report import sort_results, write_outputs
-    from agent_fleet.aggregate.scope import DedupScope, default_scope, resolve_scope
+    from agent_fleet.aggregate.members import corroboration
+    from agent_fleet.aggregate.merge_scope import DedupScope, ItemIndex, dedup_rule, resolve_scope
+    from agent_fleet.aggregate.outputs import sort_results, write_outputs
+    from agent_fleet.aggregate.provider_embedder import EmbeddingsClient, ProviderEmbedder
     from agent_fleet.aggregate.text import content_hash, normalize_text
     from agent_fleet.aggregate.verify import (
         ModelVerifier,
@@ -64,7 +65,7 @@ __all__ = [
     "EmbedderUnavailable",
     "EmbeddingCache",
     "EmbeddingsClient",
-    "HttpEmbeddingsClient",
+    "ItemIndex",
     "LexicalEmbedder",
     "MiniLMEmbedder",
     "ModelCategoryNamer",
@@ -83,7 +84,8 @@ __all__ = [
     "choose_embedder",
     "classify_task",
     "content_hash",
-    "default_scope",
+    "corroboration",
+    "dedup_rule",
     "embed_sync",
     "normalize_text",
     "resolve_scope",
@@ -107,17 +109,17 @@ __getattr__ = lazy_exports(
         "CategoryStats": "agent_fleet.aggregate.aggregator",
         "Decision": "agent_fleet.aggregate.aggregator",
         "DecisionKind": "agent_fleet.aggregate.aggregator",
-        "DedupScope": "agent_fleet.aggregate.scope",
+        "DedupScope": "agent_fleet.aggregate.merge_scope",
         "Embedder": "agent_fleet.aggregate.embedders",
         "EmbedderUnavailable": "agent_fleet.aggregate.local",
-        "EmbeddingCache": "agent_fleet.aggregate.cache",
-        "EmbeddingsClient": "agent_fleet.aggregate.remote",
-        "HttpEmbeddingsClient": "agent_fleet.aggregate.remote",
+        "EmbeddingCache": "agent_fleet.aggregate.embedding_cache",
+        "EmbeddingsClient": "agent_fleet.aggregate.provider_embedder",
+        "ItemIndex": "agent_fleet.aggregate.merge_scope",
         "LexicalEmbedder": "agent_fleet.aggregate.embedders",
         "MiniLMEmbedder": "agent_fleet.aggregate.local",
         "ModelCategoryNamer": "agent_fleet.aggregate.categorize",
         "ModelVerifier": "agent_fleet.aggregate.verify",
-        "ProviderEmbedder": "agent_fleet.aggregate.remote",
+        "ProviderEmbedder": "agent_fleet.aggregate.provider_embedder",
         "SentenceEmbedder": "agent_fleet.aggregate.local",
         "SyncEmbedder": "agent_fleet.aggregate.embedders",
         "TaskType": "agent_fleet.aggregate.bands",
@@ -131,14 +133,15 @@ __getattr__ = lazy_exports(
         "choose_embedder": "agent_fleet.aggregate.local",
         "classify_task": "agent_fleet.aggregate.bands",
         "content_hash": "agent_fleet.aggregate.text",
-        "default_scope": "agent_fleet.aggregate.scope",
+        "corroboration": "agent_fleet.aggregate.members",
+        "dedup_rule": "agent_fleet.aggregate.merge_scope",
         "embed_sync": "agent_fleet.aggregate.embedders",
         "normalize_text": "agent_fleet.aggregate.text",
-        "resolve_scope": "agent_fleet.aggregate.scope",
+        "resolve_scope": "agent_fleet.aggregate.merge_scope",
         "sample_for_verification": "agent_fleet.aggregate.verify",
-        "sort_results": "agent_fleet.aggregate.report",
+        "sort_results": "agent_fleet.aggregate.outputs",
         "verify_results": "agent_fleet.aggregate.verify",
         "wilson_interval": "agent_fleet.aggregate.verify",
-        "write_outputs": "agent_fleet.aggregate.report",
+        "write_outputs": "agent_fleet.aggregate.outputs",
     },
 )

@@ -18,10 +18,11 @@ member with no transitive chaining — are met in two passes over the same cache
 Exact duplicates never reach the embedder: within a hash group the best-ranked member stands for
 the group, and the others follow it into whichever cluster it joins.
 
-The scope (``AggregateConfig.scope``, :mod:`agent_fleet.aggregate.scope`) limits which results are
-compared: with ``item``, results about different input items merge only when byte-identical. Nothing
-merged is lost: each representative lists every other member — its id, session, partition, location,
-confidence and similarity — under ``occurrences``.
+The scope (``AggregateConfig.scope``, :mod:`agent_fleet.aggregate.merge_scope`) limits which results are
+compared: by default (identity) results about different input items of the plan never merge, and a
+result alone in its scope is never embedded. Nothing merged is lost: each representative lists every
+other member — its place, session, confidence, similarity and, where they differ, its words — under
+``occurrences``, and counts the sessions that reported it (:mod:`agent_fleet.aggregate.members`).
 """
 
 from __future__ import annotations
@@ -33,13 +34,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.aggregate.cache import EmbeddingCache
+from agent_fleet.aggregate.blas import single_threaded_blas
 from agent_fleet.aggregate.categorize import CategoryNamer, assign_categories, canonical_category
 from agent_fleet.aggregate.embedders import Embedder, SyncEmbedder
+from agent_fleet.aggregate.embedding_cache import EmbeddingCache
 from agent_fleet.aggregate.final_pass import Clusters, ScopePasses, cluster_final, plan_final
 from agent_fleet.aggregate.index import LeaderIndex, make_index
-from agent_fleet.aggregate.scope import DedupScope, scope_key
-from agent_fleet.aggregate.text import content_hash, embedding_text, full_text, raw_hash, text_hash
+from agent_fleet.aggregate.members import representatives
+from agent_fleet.aggregate.merge_scope import DedupScope, Identity, ItemIndex, identity_counts, scope_keys
+from agent_fleet.aggregate.text import content_hash, embedding_text, full_text, raw_hash, text_hash, valid_text
 from agent_fleet.aggregate.vectors import Vector
 from agent_fleet.domain.results import ResultItem
 
@@ -88,8 +91,10 @@ class AggregateConfig:
     embed_batch: int = 256
     categorize: bool = True  # give representatives without a category one found by clustering
     category_threshold: float | None = None  # None: 0.6 x the dedup threshold (looser grouping)
-    scope: DedupScope = DedupScope.GLOBAL  # which results are compared (aggregate/scope.py)
-    scope_reason: str = ""  # why that scope: fleet.yaml or the task type's default
+    scope: DedupScope = DedupScope.AUTO  # which results are compared (aggregate/merge_scope.py)
+    scope_reason: str = ""  # what chose that scope: --dedup-scope, fleet.yaml or the default
+    items: ItemIndex | None = None  # the plan's input items: what each result is about
+    threshold_source: str = ""  # what chose the threshold: --dedup-threshold, fleet.yaml or the embedder
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +120,10 @@ class AggregateStats:
     threshold: float
     embedder: str
     per_category: dict[str, CategoryStats] = field(default_factory=dict)
-    scope: str = "global"
+    scope: str = "auto"
     scope_reason: str = ""
+    identity: dict[str, int] = field(default_factory=dict)  # results by how their item was known
+    threshold_source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +139,8 @@ class AggregateStats:
             "embedder": self.embedder,
             "scope": self.scope,
             "scope_reason": self.scope_reason,
+            "identity": dict(self.identity),
+            "threshold_source": self.threshold_source,
             "per_category": {k: v.to_dict() for k, v in sorted(self.per_category.items())},
         }
 
@@ -157,9 +166,11 @@ class Aggregator:
         self.cache = cache
         self._items: list[ResultItem] = []
         self._hashes: list[str] = []  # content hash: the vector's key
-        self._scopes: list[str] = []  # scope key (aggregate/scope.py)
-        self._keys: list[str] = []  # exact-duplicate group within the scope
-        self._raws: list[str] = []  # byte-identical text (merges across scope keys)
+        self._items_index = self.config.items or ItemIndex()
+        self._scopes: list[str] = []  # compare key (aggregate/merge_scope.py): near duplicates share it
+        self._keys: list[str] = []  # exact-duplicate group: the same normalised text within one identity
+        self._raws: list[str] = []  # byte-identical text within one identity
+        self._how: list[Identity] = []  # how each result's input item was known
         self._first_of_hash: dict[str, int] = {}
         self._first_with_text: dict[str, int] = {}  # content hash -> first result with it: whose text is embedded
         self._first_of_raw: dict[str, int] = {}
@@ -167,7 +178,13 @@ class Aggregator:
         self._vectors: dict[str, Vector] = {}
         self._stream = Clusters([], [], [])
         self._unstreamed: list[int] = []  # results added by extend(): no streaming decision yet
-        self._stream_index: dict[str, tuple[LeaderIndex, list[int]]] = {}  # scope key -> index, its items
+        # compare key -> the heads streamed into it, in order; its index once it has two (a head alone
+        # in its scope leads itself, and nothing is embedded for it until another joins). A lone head
+        # is kept as its index alone: most scopes (one input item each) never get a second one.
+        self._stream_heads: dict[str, list[int] | int] = {}
+        # one copy of each session id, partition id and category the results repeat (see _fresh)
+        self._shared: dict[str, str] = {}
+        self._stream_index: dict[str, LeaderIndex] = {}
         self._final: list[ResultItem] | None = None
         self._final_clusters: Clusters | None = None
         self._scope_passes: ScopePasses = {}  # each scope's last final pass (final_pass.cluster_final)
@@ -194,19 +211,14 @@ class Aggregator:
         return (await self.add_many([item]))[0]
 
     async def add_many(self, items: Iterable[ResultItem]) -> list[Decision]:
-        """Add results in order; their new texts are embedded in one batch."""
+        """Add results in order; the texts their decisions compare are embedded in one batch (a result
+        alone in its scope so far is compared with nothing: it is embedded once another joins it)."""
         async with self._lock:
             batch = list(items)
-            fresh = self._fresh(batch)
-            late = [i for i in self._unstreamed if self._stream.exact_of[i] is None]
-            todo = self._embedding_todo(late)
-            for it, _, h in fresh:  # the first result with a text is the one embedded
-                if h not in self._vectors and h not in todo:
-                    todo[h] = embedding_text(it)
-            await self._ensure_vectors(todo)
+            for it, text, h in self._fresh(batch):
+                self._admit(it, text, h, stream=False)
+            await self._ensure_vectors(self._embedding_todo(self._stream_needs()))
             self._catch_up()
-            for it, text, h in fresh:
-                self._admit(it, text, h)
             return [self._decision(self._stream, self._by_id[it.id]) for it in batch]
 
     def _fresh(self, items: Iterable[ResultItem]) -> list[tuple[ResultItem, str, str]]:
@@ -214,9 +226,47 @@ class Aggregator:
         fresh: dict[str, tuple[ResultItem, str, str]] = {}
         for it in items:
             if it.id not in self._by_id and it.id not in fresh:
+                title, body = valid_text(it.title), valid_text(it.body)
+                if title is not it.title or body is not it.body:  # a lone surrogate: what UTF-8 can carry
+                    it = replace(it, title=title, body=body)
+                it = self._sharing(it)
                 text = full_text(it)
                 fresh[it.id] = (it, text, text_hash(text))
         return list(fresh.values())
+
+    def _sharing(self, item: ResultItem) -> ResultItem:
+        """The result with the strings it repeats from earlier results (its session, its partition, its
+        category) as the one copy the aggregator keeps: a run's results are held until its report."""
+        shared = self._shared
+        sid = shared.setdefault(item.session_id, item.session_id)
+        pid = shared.setdefault(item.partition_id, item.partition_id)
+        cat = item.category if item.category is None else shared.setdefault(item.category, item.category)
+        if sid is item.session_id and pid is item.partition_id and cat is item.category:
+            return item
+        return replace(item, session_id=sid, partition_id=pid, category=cat)
+
+    def _stream_needs(self) -> list[int]:
+        """The results whose streaming decisions (:meth:`_catch_up`) read a vector: the heads of every
+        scope that will hold two heads or more, the one that stood alone there before included."""
+        new: dict[str, list[int]] = {}
+        for i in self._unstreamed:
+            if self._stream.exact_of[i] is None:
+                new.setdefault(self._scopes[i], []).append(i)
+        need: list[int] = []
+        for key, heads in new.items():
+            earlier = self._heads(key)
+            if len(earlier) + len(heads) < 2:
+                continue
+            if len(earlier) == 1:
+                need.append(earlier[0])
+            need.extend(heads)
+        return need
+
+    def _heads(self, key: str) -> list[int]:
+        heads = self._stream_heads.get(key)
+        if heads is None:
+            return []
+        return [heads] if isinstance(heads, int) else heads
 
     def _embedding_todo(self, indices: Iterable[int]) -> dict[str, str]:
         """Content hash -> text to embed, for the results among ``indices`` without a vector yet.
@@ -245,7 +295,8 @@ class Aggregator:
             part = hashes[start : start + self.config.embed_batch]
             texts = [todo[h] for h in part]
             if isinstance(self.embedder, SyncEmbedder):
-                vecs = await asyncio.to_thread(self.embedder.encode, texts)
+                with single_threaded_blas():  # entered on the loop's thread: see aggregate.blas
+                    vecs = await asyncio.to_thread(self.embedder.encode, texts)
             else:
                 vecs = await self.embedder.embed(texts)
             fresh = list(zip(part, vecs, strict=True))
@@ -254,32 +305,35 @@ class Aggregator:
             if self.cache is not None:
                 await asyncio.to_thread(self.cache.put_many, self.embedder.name, fresh)
 
-    def _scope_of(self, item: ResultItem) -> str:
-        return scope_key(item, self.config.scope)
-
     def _admit(self, item: ResultItem, text: str, h: str, *, stream: bool = True) -> None:
         """File a result whose full text is ``text`` and content hash ``h``. With ``stream``, its
-        streaming decision is taken now (its vector must be ready, unless it is an exact duplicate);
-        without, it waits in ``_unstreamed`` for :meth:`_catch_up` (nothing needs its vector yet)."""
+        streaming decision is taken now (its vector must be ready if it shares its scope, unless it is
+        an exact duplicate); without, it waits in ``_unstreamed`` for :meth:`_catch_up`."""
         self._final = None
         self._final_clusters = None
         idx = len(self._items)
-        key = self._scope_of(item)
-        exact_key = f"{key}|{h}" if key else h
+        about, how = self._items_index.identify(item)
+        key, exact = scope_keys(item, self.config.scope, about)
         raw = raw_hash(text)
+        # with "none" only byte-identical texts merge
+        by = f"raw:{raw}" if self.config.scope is DedupScope.NONE else h
+        # within a prefix, a key is a hash of both: as short as the hash alone (one is kept per result)
+        h_key = raw_hash(f"{exact}|{by}") if exact else by
+        raw_key = raw_hash(f"{exact}|{raw}") if exact else raw
         self._items.append(item)
         self._hashes.append(h)
         self._scopes.append(key)
-        self._keys.append(exact_key)
-        self._raws.append(raw)
+        self._keys.append(h_key)
+        self._raws.append(raw_key)
+        self._how.append(how)
         self._by_id[item.id] = idx
         self._first_with_text.setdefault(h, idx)
-        twin = self._first_of_hash.get(exact_key)
+        twin = self._first_of_hash.get(h_key)
         if twin is None:
-            twin = self._first_of_raw.get(raw)
-        self._first_of_raw.setdefault(raw, idx)
+            twin = self._first_of_raw.get(raw_key)
+        self._first_of_raw.setdefault(raw_key, idx)
         if twin is None:
-            self._first_of_hash[exact_key] = idx
+            self._first_of_hash[h_key] = idx
         # a placeholder until the decision is taken: the result leads itself (or follows its twin)
         self._stream.leader.append(idx)
         self._stream.similarity.append(1.0)
@@ -298,10 +352,19 @@ class Aggregator:
             st.similarity[idx] = st.similarity[twin]
             return
         key = self._scopes[idx]
-        index, members = self._stream_index.get(key) or self._stream_index.setdefault(key, (self._new_index(), []))
-        (a,) = index.assign([self._vectors[self._hashes[idx]]])
-        members.append(idx)
-        st.leader[idx] = members[a.leader]
+        heads = self._stream_heads.get(key)
+        if heads is None:  # alone in its scope so far: it leads itself, no vector read
+            self._stream_heads[key] = idx
+            return
+        if isinstance(heads, int):  # the second head: the first one enters the index now
+            heads = self._stream_heads[key] = [heads]
+            index = self._stream_index[key] = self._new_index()
+            index.assign([self._vector_at(heads[0])])
+        else:
+            index = self._stream_index[key]
+        (a,) = index.assign([self._vector_at(idx)])
+        heads.append(idx)
+        st.leader[idx] = heads[a.leader]
         st.similarity[idx] = a.similarity
 
     def _catch_up(self) -> None:
@@ -340,7 +403,8 @@ class Aggregator:
         on the same vectors, cluster the same way)."""
         plan = await asyncio.to_thread(plan_final, self._items, self._keys, self._raws, self._scopes)
         await self._ensure_vectors(self._embedding_todo(plan.compared()))
-        return await asyncio.to_thread(cluster_final, plan, self._vector_at, self._new_index, self._scope_passes)
+        with single_threaded_blas():  # the index's products, in a worker thread: see aggregate.blas
+            return await asyncio.to_thread(cluster_final, plan, self._vector_at, self._new_index, self._scope_passes)
 
     async def prepare_final(self) -> None:
         """The final pass over the results so far, nothing made final: a later :meth:`finalize` redoes
@@ -392,37 +456,7 @@ class Aggregator:
     # -- views -------------------------------------------------------------------------------------
 
     def _representatives(self, cl: Clusters) -> list[ResultItem]:
-        members: dict[int, list[int]] = {}
-        for i, leader in enumerate(cl.leader):
-            if leader != i:
-                members.setdefault(leader, []).append(i)
-        reps = []
-        for i, item in enumerate(self._items):
-            if cl.leader[i] != i:
-                continue
-            mem = sorted(members.get(i, []), key=lambda m: (-cl.similarity[m], m))
-            extra = dict(item.extra)
-            extra["duplicate_similarity"] = {self._items[m].id: round(cl.similarity[m], 4) for m in mem}
-            locations = sorted({loc for m in mem if (loc := self._items[m].location) and loc != item.location})
-            if locations:
-                extra["duplicate_locations"] = locations
-            if mem:
-                extra["occurrences"] = [self._occurrence(cl, m) for m in mem]
-            reps.append(replace(item, duplicates=tuple(self._items[m].id for m in mem), extra=extra))
-        return reps
-
-    def _occurrence(self, cl: Clusters, m: int) -> dict[str, Any]:
-        """Where a merged result was found, as it was reported."""
-        it = self._items[m]
-        return {
-            "id": it.id,
-            "session_id": it.session_id,
-            "partition_id": it.partition_id,
-            "location": it.location,
-            "confidence": it.confidence,
-            "similarity": round(cl.similarity[m], 4),
-            "exact": cl.exact_of[m] is not None,
-        }
+        return representatives(self._items, self._hashes, cl)
 
     def representatives(self) -> list[ResultItem]:
         """The final representatives after :meth:`finalize`, else the provisional ones, in arrival order."""
@@ -476,6 +510,8 @@ class Aggregator:
             per_category={c: CategoryStats(raw[c], unique.get(c, 0), 1.0 - unique.get(c, 0) / raw[c]) for c in raw},
             scope=str(self.config.scope),
             scope_reason=self.config.scope_reason,
+            identity=identity_counts(self._how),
+            threshold_source=self.config.threshold_source or ("default" if self.config.threshold is None else "given"),
         )
 
     def __len__(self) -> int:

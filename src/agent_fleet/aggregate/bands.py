@@ -84,6 +84,10 @@ def band_check(task_type: TaskType | str, stats: AggregateStats) -> BandCheck:
         f"{stats.raw} raw results, {stats.unique} unique ({stats.exact_duplicates} exact and "
         f"{stats.near_duplicates} near duplicates at cosine >= {stats.threshold:g} with {stats.embedder})"
     )
+    about = stats.identity.get("location", 0) + stats.identity.get("text", 0)
+    if about and stats.scope == "auto":
+        # results about distinct input items never merge: a low rate there is the input, not a miss
+        shown += f"; {about} of them are about an input item and merge only with results about the same one"
     if band is None:
         return BandCheck(kind, rate, None, None, f"dedup {rate:.0%}; no claim for this task type: {shown}")
     lo, hi = band

@@ -6,6 +6,13 @@ thread does not pay for its wake-up on such a product (on a loaded machine it co
 product), while independent products on threads of their own keep every CPU busy (numpy releases
 the GIL inside them). Users nest and overlap across threads; the original limits come back when the
 last one leaves.
+
+OpenBLAS takes a limit only from the process's main thread: set from any other thread it does not
+hold, there or anywhere (a forward pass in a worker thread then ran 8x the CPU of the same pass on
+the main thread of a loaded two-core machine). So the asynchronous callers enter the limit on their
+event loop's thread around the work they hand to a worker thread, and the ``agent-fleet`` command
+sets ``OPENBLAS_NUM_THREADS=1`` before numpy loads (as :func:`one_blas_thread_by_default` does), which holds
+on every thread, whatever thread its loop runs on.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["cpu_count", "run_spread", "single_threaded_blas"]
+__all__ = ["cpu_count", "one_blas_thread_by_default", "run_spread", "single_threaded_blas"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,6 +58,12 @@ def single_threaded_blas() -> Iterator[None]:
             if _BLAS_USERS == 0 and _BLAS_LIMIT is not None:
                 _BLAS_LIMIT.restore_original_limits()
                 _BLAS_LIMIT = None
+
+
+def one_blas_thread_by_default() -> None:
+    """Before numpy loads: OpenBLAS starts with one thread unless the environment says otherwise (the
+    work is spread over the CPUs by :func:`run_spread`'s threads instead)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def cpu_count() -> int:

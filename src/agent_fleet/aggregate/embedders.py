@@ -7,7 +7,7 @@ Three implementations share one protocol:
   paraphrases.
 * :class:`~agent_fleet.aggregate.local.SentenceEmbedder`: all-MiniLM-L6-v2 on the CPU through
   sentence-transformers (the ``embed`` extra), offline, long texts chunked.
-* :class:`~agent_fleet.aggregate.remote.ProviderEmbedder`: the provider's embeddings endpoint.
+* :class:`~agent_fleet.aggregate.provider_embedder.ProviderEmbedder`: the provider's embeddings endpoint.
 
 Each embedder returns unit vectors and names itself: ``name`` keys the embedding cache, so it must
 change whenever the vectors would (model, dimension, chunking, features).

@@ -27,7 +27,9 @@ from typing import Any
 
 from agent_fleet.aggregate.aggregator import Aggregator, DecisionKind
 from agent_fleet.clock import Clock, RealClock
-from agent_fleet.domain.events import Event, EventType
+from agent_fleet.domain.decode import decode_as
+from agent_fleet.domain.events import Event
+from agent_fleet.domain.payloads import ResultRecorded
 from agent_fleet.domain.results import ResultItem
 
 __all__ = ["DedupPacing", "LiveDedup", "snapshot_key"]
@@ -92,7 +94,8 @@ class LiveDedup:
         self._finished = asyncio.Event()
 
     def heard(self, events: Sequence[Event]) -> None:
-        self.feed([ResultItem.from_dict(e.data) for e in events if e.type == EventType.RESULT_ITEM])
+        found = [decode_as(e, ResultRecorded) for e in events]
+        self.feed([r.item() for r in found if r is not None])
 
     def feed(self, items: list[ResultItem]) -> None:
         if items:

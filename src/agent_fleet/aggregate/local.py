@@ -22,9 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_fleet.aggregate.blas import single_threaded_blas
 from agent_fleet.aggregate.embedders import Embedder, LexicalEmbedder, WindowedEmbedder
 from agent_fleet.aggregate.minilm import EmbedderUnavailable, MiniLM, model_dir
-from agent_fleet.aggregate.remote import DEFAULT_EMBEDDING_MODEL, GatewayEmbeddingsClient, ProviderEmbedder
+from agent_fleet.aggregate.provider_embedder import DEFAULT_EMBEDDING_MODEL, GatewayEmbeddingsClient, ProviderEmbedder
 from agent_fleet.aggregate.vectors import Vector
 from agent_fleet.errors import UsageError
 from agent_fleet.spend.port import EmbeddingGateway
@@ -33,6 +34,7 @@ __all__ = [
     "EMBEDDER_NAMES",
     "MINILM_THRESHOLD",
     "EmbedderUnavailable",
+    "FastMiniLMEmbedder",
     "MiniLMEmbedder",
     "SentenceEmbedder",
     "bundled_model_path",
@@ -158,7 +160,8 @@ class SentenceEmbedder(_MiniLMWindows):
         return [array("f", row.tobytes()) for row in out]
 
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
-        return await asyncio.to_thread(self.encode, texts)
+        with single_threaded_blas():  # entered on the loop's thread: see aggregate.blas
+            return await asyncio.to_thread(self.encode, texts)
 
     def __repr__(self) -> str:
         return f"SentenceEmbedder(name={self.name!r}, loaded={self._model is not None})"
@@ -210,7 +213,7 @@ class MiniLMEmbedder(_MiniLMWindows):
         if not windows:
             return []
         with _ENCODE_LOCK:
-            emb = model.embed_ids(windows, threads=self._threads)
+            emb = self._embed_windows(model, windows)
         if len(windows) == len(texts):
             return [array("f", row.tobytes()) for row in emb]
         out = np.zeros((len(texts), emb.shape[1]), dtype=np.float32)
@@ -218,14 +221,40 @@ class MiniLMEmbedder(_MiniLMWindows):
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), np.float32(1e-12))
         return [array("f", row.tobytes()) for row in out]
 
+    def _embed_windows(self, model: MiniLM, windows: list[list[int]]) -> Any:
+        return model.embed_ids(windows, threads=self._threads)
+
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
-        return await asyncio.to_thread(self.encode, texts)
+        with single_threaded_blas():  # entered on the loop's thread: see aggregate.blas
+            return await asyncio.to_thread(self.encode, texts)
 
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(name={self.name!r}, loaded={self._model is not None})"
 
 
-EMBEDDER_NAMES = ("auto", "minilm", "lexical", "sentence-transformers", "provider")
+class FastMiniLMEmbedder(MiniLMEmbedder):
+    """The same model with its encoder's weights in int8, through ONNX Runtime (the ``fast-embed``
+    extra; :mod:`agent_fleet.aggregate.minilm_onnx`); tokenising, windows and pooling as the numpy one's."""
+
+    _label = "all-minilm-l6-v2-int8"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._onnx: Any = None
+
+    def load(self) -> MiniLM:
+        model = super().load()
+        if self._onnx is None:
+            from agent_fleet.aggregate.minilm_onnx import OnnxMiniLM
+
+            self._onnx = OnnxMiniLM(model)
+        return model
+
+    def _embed_windows(self, model: MiniLM, windows: list[list[int]]) -> Any:
+        return self._onnx.embed_ids(windows)
+
+
+EMBEDDER_NAMES = ("auto", "minilm", "fast", "lexical", "sentence-transformers", "provider")
 
 
 def choose_embedder(
@@ -245,8 +274,8 @@ def choose_embedder(
 
     if name == "lexical":
         return LexicalEmbedder()
-    if name in ("minilm", "local"):
-        emb = MiniLMEmbedder()
+    if name in ("minilm", "local", "fast"):
+        emb = FastMiniLMEmbedder() if name == "fast" else MiniLMEmbedder()
         emb.load()  # missing files or packages fail here, readably, before the run starts
         return emb
     if name == "auto":
@@ -264,4 +293,4 @@ def choose_embedder(
             raise UsageError("the provider embedder needs the run's gateway and a session id to charge its calls to")
         client = GatewayEmbeddingsClient(gateway, model or DEFAULT_EMBEDDING_MODEL)
         return ProviderEmbedder(client, session_id=session_id, model=client.model)
-    raise UsageError(f"unknown embedder {name!r}: use auto, minilm, lexical, sentence-transformers or provider")
+    raise UsageError(f"unknown embedder {name!r}: use auto, minilm, fast, lexical, sentence-transformers or provider")

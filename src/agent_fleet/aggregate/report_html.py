@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from agent_fleet.aggregate.report import Groups, category_rows
+from agent_fleet.aggregate.outputs import Groups, category_rows
 from agent_fleet.aggregate.report_md import (
     ALSO_FOUND_MAX,
     also_found,
     model_rows,
+    other_wordings,
     result_facts,
     summary_rows,
     verification_line,
@@ -50,6 +51,19 @@ def _also_html(r: ResultItem) -> str:
     return f'<div class="also">Also found in {n} other place{"s" if n != 1 else ""}:<ul>{items}{more}</ul></div>'
 
 
+def _wordings_html(r: ResultItem) -> str:
+    said = other_wordings(r)
+    if not said:
+        return ""
+    items = "".join(
+        f"<li><code>{escape(where)}</code>: {escape(text if len(text) <= 600 else text[:599] + '…')}</li>"
+        for where, text in said[:ALSO_FOUND_MAX]
+    )
+    if len(said) > ALSO_FOUND_MAX:
+        items += f"<li>… and {len(said) - ALSO_FOUND_MAX} more in results.jsonl</li>"
+    return f'<div class="also">In other words ({len(said)}):<ul>{items}</ul></div>'
+
+
 def render_html(
     summary: dict[str, Any],
     groups: Groups,
@@ -57,7 +71,9 @@ def render_html(
     per_model: dict[str, dict[str, Any]],
     timeline: Sequence[dict[str, Any]],
     top: int = 20,
+    sections: Sequence[str] = (),
 ) -> str:
+    """``sections``: HTML other planes add after the timeline (the run's changes)."""
     task = " ".join(str(summary.get("task", "")).split())
     title = f"Fleet run report: {task}" if task else "Fleet run report"
     parts = [
@@ -103,6 +119,7 @@ def render_html(
 
     parts.append("<h2>Timeline</h2>")
     parts.append(f'<div class="chart">{timeline_chart(timeline)}</div>')
+    parts += list(sections)
 
     for cat, items in groups:
         parts.append(f"<h2>{escape(cat)} ({len(items)})</h2><ol>")
@@ -112,7 +129,7 @@ def render_html(
             body_html = f'<div class="body">{escape(excerpt)}</div>' if body and body != r.title.strip() else ""
             parts.append(
                 f"<li><strong>{escape(r.title) or '(untitled)'}</strong>"
-                f'<div class="facts">{_facts_html(r)}</div>{_also_html(r)}{body_html}</li>'
+                f'<div class="facts">{_facts_html(r)}</div>{_also_html(r)}{body_html}{_wordings_html(r)}</li>'
             )
         parts.append("</ol>")
         if len(items) > top:

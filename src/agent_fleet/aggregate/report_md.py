@@ -6,10 +6,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent_fleet.aggregate.report import Groups, category_rows, urgency_label
+from agent_fleet.aggregate.members import corroboration
+from agent_fleet.aggregate.outputs import Groups, category_rows, urgency_label
 from agent_fleet.domain.results import ResultItem
 
-__all__ = ["also_found", "model_rows", "render_markdown", "result_facts", "summary_rows", "verification_line"]
+__all__ = [
+    "also_found",
+    "model_rows",
+    "other_wordings",
+    "render_markdown",
+    "result_facts",
+    "summary_rows",
+    "verification_line",
+]
 
 ALSO_FOUND_MAX = 200  # places listed under one result in the reports; results.jsonl has them all
 
@@ -36,6 +45,7 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("Results (raw → unique)", f"{_int(summary.get('results_raw'))} → {_int(summary.get('results_unique'))}"),
         ("Dedup rate", _pct(summary.get("dedup_rate"))),
+        ("Results refused (returned to the model to fix)", _int(summary.get("results_refused"))),
         (
             "Tokens (in / out / total)",
             f"{_int(tokens.get('input'))} / {_int(tokens.get('output'))} / {_int(tokens.get('total'))}",
@@ -48,6 +58,9 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("Duration", f"{float(summary['duration_s']):,.1f} s" if "duration_s" in summary else "–"),
     ]
+    rule = summary.get("dedup_scope")
+    if isinstance(rule, dict) and rule.get("rule"):
+        rows.append(("Dedup rule", str(rule["rule"])))
     band = summary.get("dedup_band")
     if isinstance(band, dict) and band.get("note"):
         rows.append(("Dedup vs claim", str(band["note"])))
@@ -90,6 +103,9 @@ def result_facts(r: ResultItem) -> list[str]:
     level = urgency_label(r)
     if level:
         facts.append(f"severity {level}" if "severity" in r.extra else f"priority {level}")
+    k = corroboration(r)
+    if k > 1:
+        facts.append(f"reported by {k} sessions")
     if r.duplicates:
         facts.append(f"{len(r.duplicates)} duplicate{'s' if len(r.duplicates) != 1 else ''}")
     ver = r.extra.get("verification")
@@ -111,6 +127,38 @@ def also_found(r: ResultItem) -> list[str]:
             note += f", confidence {float(occ['confidence']):.2f}"
         places.setdefault(where, []).append(note.strip(", "))
     return [f"{where} ({'; '.join(n for n in notes if n)})" if any(notes) else where for where, notes in places.items()]
+
+
+def other_wordings(r: ResultItem) -> list[tuple[str, str]]:
+    """The members of a merged result that said it in other words: (where, their title and body)."""
+    out = []
+    for occ in r.extra.get("occurrences") or ():
+        if not isinstance(occ, dict) or "body" not in occ:
+            continue
+        where = str(occ.get("location") or f"session {occ.get('session_id', '?')}")
+        title, body = str(occ.get("title") or "").strip(), str(occ.get("body") or "").strip()
+        text = title if not body or body == title else (f"{title}: {body}" if title else body)
+        out.append((where, text))
+    return out
+
+
+def _excerpt(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _wordings_lines(r: ResultItem) -> list[str]:
+    said = other_wordings(r)
+    if not said:
+        return []
+    lines = ["", f"   In other words ({len(said)}):"]
+    for where, text in said[:ALSO_FOUND_MAX]:
+        lines.append(
+            f"   - `{where}`: {_excerpt(text, 300)}" if "`" not in where else f"   - {where}: {_excerpt(text, 300)}"
+        )
+    if len(said) > ALSO_FOUND_MAX:
+        lines.append(f"   - … and {len(said) - ALSO_FOUND_MAX} more in results.jsonl")
+    return lines
 
 
 def _also_line(r: ResultItem, code: bool) -> str | None:
@@ -143,7 +191,7 @@ def render_markdown(
     top: int = 20,
     sections: Sequence[str] = (),
 ) -> str:
-    """``groups``: the results by :func:`~agent_fleet.aggregate.report.group_by_category`;
+    """``groups``: the results by :func:`~agent_fleet.aggregate.outputs.group_by_category`;
     ``sections``: markdown other planes add after the spend table (the decision audit)."""
     task = " ".join(str(summary.get("task", "")).split())
     out = [f"# Fleet run report: {task}" if task else "# Fleet run report", ""]
@@ -176,6 +224,7 @@ def render_markdown(
             if body and body != r.title.strip():
                 excerpt = body if len(body) <= 600 else body[:597].rstrip() + "…"
                 out += ["", "   " + excerpt.replace("\n", "\n   "), ""]
+            out += _wordings_lines(r)
         if len(items) > top:
             out.append(f"\n… and {len(items) - top} more in results.jsonl")
         out.append("")

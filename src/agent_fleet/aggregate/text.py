@@ -14,7 +14,21 @@ import unicodedata
 
 from agent_fleet.domain.results import ResultItem
 
-__all__ = ["content_hash", "embedding_text", "full_text", "normalize_text", "rank_key", "raw_hash", "text_hash"]
+__all__ = [
+    "EMBEDDED_CHARS",
+    "content_hash",
+    "embedding_text",
+    "full_text",
+    "normalize_text",
+    "rank_key",
+    "raw_hash",
+    "text_hash",
+    "valid_text",
+]
+
+# What an embedder sees of a result: its start. Past this a report's subject is settled, and a result
+# of a megabyte would cost the local model minutes (its windows are embedded one by one).
+EMBEDDED_CHARS = 8_000
 
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 # ASCII in one pass: letters and digits lowercased, every other byte (the underscore too) a space
@@ -60,8 +74,20 @@ def content_hash(item: ResultItem) -> str:
 
 
 def embedding_text(item: ResultItem) -> str:
-    """The text an embedder sees: the full text as written (models use case and punctuation)."""
-    return full_text(item)
+    """The text an embedder sees: the full text as written (models use case and punctuation), its first
+    :data:`EMBEDDED_CHARS` characters."""
+    return full_text(item)[:EMBEDDED_CHARS]
+
+
+def valid_text(text: str) -> str:
+    """``text`` with what UTF-8 cannot carry (a lone surrogate, as a JSON line may hold) replaced by U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
 
 
 def rank_key(item: ResultItem, arrival: int) -> tuple[float, int, int]:

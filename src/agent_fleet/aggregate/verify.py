@@ -21,6 +21,7 @@ from enum import StrEnum
 from statistics import NormalDist
 from typing import Any, Protocol
 
+from agent_fleet.domain.calls import CallShape
 from agent_fleet.domain.model import ChatRequest, ToolSpec
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import BudgetExhausted, FleetError
@@ -301,11 +302,14 @@ class ModelVerifier:
         session_for: Callable[[ResultItem], str],
         max_tokens: int = 512,
         max_input_chars: int = 24_000,
+        shape: CallShape | None = None,
     ) -> None:
+        """``shape``: what the user set for this model's calls; it wins over the defaults here (an output
+        limit of ``max_tokens``, temperature 0)."""
         self._gateway = gateway
         self._model = model
         self._session_for = session_for
-        self._max_tokens = max_tokens
+        self._shape = (shape or CallShape()).over(CallShape(max_tokens=max_tokens, temperature=0.0))
         self._max_input_chars = max_input_chars
 
     def request(self, result: ResultItem, partition_items: Sequence[str]) -> ChatRequest:
@@ -331,8 +335,10 @@ class ModelVerifier:
             model=self._model,
             messages=[{"role": "system", "content": _SYSTEM}, {"role": "user", "content": "\n".join(lines)}],
             tools=(SUBMIT_VERDICT,),
-            max_tokens=self._max_tokens,
-            temperature=0.0,
+            max_tokens=self._shape.max_tokens or 512,
+            temperature=self._shape.temperature,
+            seed=self._shape.seed,
+            tool_choice=self._shape.tool_choice,
         )
 
     async def judge(self, result: ResultItem, partition_items: Sequence[str]) -> Verdict:

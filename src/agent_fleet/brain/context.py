@@ -6,7 +6,11 @@ recorded), so a harness rebuilt on any attempt sends the same request:
 
 * a conversation whose estimate stays at or under the limit is sent unchanged;
 * the limit is ``threshold`` of (window - the request's output limit), estimated as the gateway's raw
-  estimate does (3 characters a token, which runs high);
+  estimate does (3 characters a token, which runs high for English), times the session's ``factor``:
+  what its model's server counted for the last request it answered over that request's raw estimate,
+  when it counted more (a chat template that adds its own text, a tokenizer that splits finer). The
+  factor is folded from the session's log (each ``model_request`` records its raw estimate, each
+  ``model_response`` the server's count), so it too is the same on every attempt;
 * over it, the turns a recorded summary covers are replaced by the summary (appended to the first
   user message, so both wire formats keep their user/assistant order), then the tool results of the
   oldest turns outside the last ``keep_turns`` are trimmed — each replaced by a short stub naming what
@@ -64,9 +68,10 @@ class ContextCare:
     def window_of(self, model: str) -> int:
         return self.window(model) if self.window is not None else DEFAULT_CONTEXT_WINDOW
 
-    def limit(self, model: str, max_tokens: int) -> int:
-        """The most prompt tokens (estimated) a request with this output limit may carry."""
-        return int((self.window_of(model) - max_tokens) * self.threshold)
+    def limit(self, model: str, max_tokens: int, factor: float = 1.0) -> int:
+        """The most prompt tokens (raw estimate) a request with this output limit may carry, when the
+        server counts ``factor`` times the raw estimate."""
+        return int((self.window_of(model) - max_tokens) * self.threshold / max(1.0, factor))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +86,7 @@ class Summary:
 @dataclass(frozen=True, slots=True)
 class Fitted:
     messages: list[dict[str, Any]]
-    estimate: int  # estimated prompt tokens of ``messages`` (with the tools)
+    estimate: int  # estimated prompt tokens of ``messages`` (with the tools), raw: before the factor
     full_estimate: int  # ... of the whole conversation
     trimmed: int = 0  # tool results replaced by a stub
     compact: tuple[int, int] | None = None  # turns to compact before sending, (from, through)
@@ -121,11 +126,13 @@ def fit(
     max_tokens: int,
     care: ContextCare,
     summary: Summary | None = None,
+    factor: float = 1.0,
 ) -> Fitted:
-    """The messages to send for this conversation (see the module docstring)."""
+    """The messages to send for this conversation (see the module docstring); ``factor``: how many tokens
+    the model's server counts per token of the raw estimate (1 or more)."""
     tool_chars = tools_chars(tools)
     full = _estimate(sum(message_chars(m) for m in messages), len(messages), tool_chars)
-    limit = care.limit(model, max_tokens)
+    limit = care.limit(model, max_tokens, factor)
     if not care.enabled or limit <= 0 or (full <= limit and summary is None) or len(messages) < 2:
         return Fitted(list(messages), full, full)
     turns = _turns(messages)
@@ -189,17 +196,18 @@ def compaction_request(
     model: str,
     care: ContextCare,
     summary: Summary | None = None,
+    factor: float = 1.0,
 ) -> ChatRequest:
     """The model call that summarises turns ``span`` (the summary before them is its starting point).
 
     Each turn is one line (its calls, then its results), clipped so the whole request stays inside the
-    window whatever the number of turns."""
+    window whatever the number of turns (at the server's count: ``factor`` as for :func:`fit`)."""
     start, end = span
     turns = _turns(messages)[start - 1 : end]
     task = _clip(str(messages[1].get("content") or ""), _TASK_CHARS) if len(messages) > 1 else ""
     before = f"Summary of turns {summary.from_turn}-{summary.through_turn}: {summary.text}\n\n" if summary else ""
     lead = f"{before}Task message:\n{task}\n\nTurns {start}-{end}:\n"
-    budget = care.limit(model, care.summary_tokens) - PER_REQUEST - 2 * PER_MESSAGE
+    budget = care.limit(model, care.summary_tokens, factor) - PER_REQUEST - 2 * PER_MESSAGE
     room = max(0, budget * CHARS_PER_TOKEN - len(COMPACT_SYSTEM_PROMPT) - len(lead))
     per_line = max(_MIN_LINE_CHARS, room // max(1, len(turns)) - 1)
     lines = [_turn_line(start + i, t, per_line) for i, t in enumerate(turns)]

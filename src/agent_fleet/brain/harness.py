@@ -11,6 +11,12 @@ every effect is recorded before the next decision. After a crash a new harness c
   budget) is not charged, and a second wake before the call went out again charges nothing more;
 * a tool whose result was recorded is never run again. ``submit_result`` records its call, its
   result items and its tool result in one atomic append, so a result is never recorded twice.
+  Hands that keep state across tool calls (a workspace's edits) are handed the session's earlier
+  successful calls before this attempt runs one (:class:`~agent_fleet.hands.port.Replays`).
+
+When the session's hands keep a workspace of a repository (a run that keeps changes), what the
+session changed there is captured as it completes and recorded in the same append as
+``session_completed`` (a ``change`` event): a completed session has its change in its log, once.
 
 A model call is sent while its request event is being written (the response is recorded only
 after the request is durable), and a session's start is written in the same append as its first
@@ -21,6 +27,9 @@ unrecorded, so ``wake`` sends it as a fresh call, which is what it was.
 from __future__ import annotations
 
 import asyncio
+import math
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from agent_fleet.brain.context import Fitted, Summary, compaction_request, fit
@@ -28,18 +37,21 @@ from agent_fleet.brain.protocol import (
     FINISH,
     SUBMIT_RESULT,
     ToolArgumentError,
+    finding_key,
     parse_arguments,
     parse_result_items,
 )
 from agent_fleet.brain.step import CallModel, Complete, Limits, Pause, RunTool, next_action
 from agent_fleet.brain.view import SessionView
-from agent_fleet.domain.errors import error_kind
+from agent_fleet.domain.decode import decode
+from agent_fleet.domain.error_kinds import error_kind
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatRequest, ToolCall
 from agent_fleet.domain.outcomes import Outcome, SessionOutcome
+from agent_fleet.domain.payloads import ToolCalled, ToolResult
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.errors import BudgetExhausted, ProviderError, UnreachableError
-from agent_fleet.hands.port import Hands
+from agent_fleet.hands.port import ChangeSource, Hands, Replays
 from agent_fleet.session.port import SessionLog
 from agent_fleet.spend.port import ModelGateway
 
@@ -58,15 +70,20 @@ class Harness:
         self._hand_tools = frozenset(s.name for s in hands.specs())
 
     async def run(self, session_id: str, *, attempt: int = 1) -> SessionOutcome:
-        state = await self._log.wake(session_id)
+        woken: tuple[Event, ...] | None
+        woken = (await self._log.wake(session_id)).events
         guard = self._limits.guard() if self._limits.guard is not None else None
-        view = SessionView.from_events(state.events, guard=guard)
+        view = SessionView.from_events(woken, guard=guard)
         if view.state.terminal:
             return SessionOutcome(session_id, Outcome(view.state.value))
         action = next_action(view, self._limits)  # the start and resent events do not change the decision
         if isinstance(action, CallModel) and action.reissue and view.unbilled_send:
             await self._charge_unanswered(view, action)
         self._gateway.restore_spent(session_id, *view.spent)
+        if isinstance(self._hands, Replays):
+            self._hands.replay(_succeeded_calls(woken))
+        # The view is all the attempt keeps: the events it was folded from stay in the log alone.
+        woken = None
         begin = (EventType.SESSION_RESUMED if view.started else EventType.SESSION_STARTED, {"attempt": attempt})
         lead: list[tuple[str, dict[str, Any]]] = [begin]
         if not (isinstance(action, CallModel) and not action.reissue):
@@ -89,7 +106,9 @@ class Harness:
                         view, view.results, {"title": action.text_result[:120], "body": action.text_result}
                     )
                     events.append((EventType.RESULT_ITEM, item))
-                events.append(_completed(action.summary, view.results + len(events)))
+                results = view.results + len(events)
+                events += await self._change()
+                events.append(_completed(action.summary, results, reason=action.reason))
                 await self._emit_many(view, events)
                 return SessionOutcome(session_id, Outcome.COMPLETED)
             elif isinstance(action, Pause):
@@ -101,14 +120,27 @@ class Harness:
             action = next_action(view, self._limits)
 
     def _fit(self, view: SessionView) -> Fitted:
-        care = self._limits.context
         return fit(
-            view.messages, self._tools, model=view.model, max_tokens=view.max_tokens, care=care, summary=view.summary
+            view.messages,
+            self._tools,
+            model=view.model,
+            max_tokens=view.max_tokens,
+            care=self._limits.context,
+            summary=view.summary,
+            factor=view.prompt_factor,
         )
 
     def _request(self, view: SessionView, fitted: Fitted | None = None) -> ChatRequest:
         messages = (fitted or self._fit(view)).messages
-        return ChatRequest(model=view.model, messages=messages, tools=self._tools, max_tokens=view.max_tokens)
+        return ChatRequest(
+            model=view.model,
+            messages=messages,
+            tools=self._tools,
+            max_tokens=view.max_tokens,
+            temperature=view.temperature,
+            seed=view.seed,
+            tool_choice=view.tool_choice,
+        )
 
     async def _charge_unanswered(self, view: SessionView, action: CallModel) -> None:
         """The request's last send may have been answered (and billed) by the provider before the crash:
@@ -130,7 +162,16 @@ class Harness:
                 return paused
             fitted = self._fit(view)
         request = self._request(view, fitted)
-        events = lead if action.reissue else [*lead, (EventType.MODEL_REQUEST, {"turn": action.turn})]
+        # the raw estimate of what is sent: the answer's count of prompt tokens calibrates the next fits
+        if not action.reissue:
+            events = [*lead, (EventType.MODEL_REQUEST, {"turn": action.turn, "estimate": fitted.estimate})]
+        elif view.unbilled_send:
+            events = lead  # the charged re-send (model_resent) already marks this send's fate as unknown
+        else:
+            # sent again after an answered error or a charged timeout: this send's fate is unknown until
+            # its answer is recorded (a crash now is charged on wake, as for a first send)
+            again = {"turn": action.turn, "again": True, "estimate": fitted.estimate}
+            events = [*lead, (EventType.MODEL_REQUEST, again)]
         recording = asyncio.ensure_future(self._log.emit_events(view.session_id, events))
         try:
             response = await self._gateway.complete(view.session_id, request)
@@ -142,7 +183,7 @@ class Harness:
             return SessionOutcome(view.session_id, Outcome.PAUSED, "budget")
         except (ProviderError, UnreachableError) as exc:
             await self._recorded(view, recording)
-            await self._emit(view, EventType.MODEL_ERROR, _model_error(exc, action.turn, view.model))
+            await self._emit_many(view, [*_charged(exc, action.turn), _failed(exc, action.turn, view.model)])
             raise
         except BaseException:
             recording.cancel()  # the turn may stay unrecorded: wake sends it as a fresh call
@@ -155,7 +196,13 @@ class Harness:
         """Summarise the older turns with one metered model call and record it before the turn is sent."""
         assert fitted.compact is not None
         care, (start, end) = self._limits.context, fitted.compact
-        request = compaction_request(view.messages, fitted.compact, model=view.model, care=care, summary=view.summary)
+        factor = view.prompt_factor
+        request = compaction_request(
+            view.messages, fitted.compact, model=view.model, care=care, summary=view.summary, factor=factor
+        )
+        # the run's settings go on this call as on every other: its output limit too, when lower than the summary's
+        limit = min(request.max_tokens, view.max_tokens) if view.max_tokens > 0 else request.max_tokens
+        request = replace(request, temperature=view.temperature, seed=view.seed, max_tokens=limit)
         try:
             response = await self._gateway.complete(view.session_id, request)
         except BudgetExhausted as exc:
@@ -164,7 +211,7 @@ class Harness:
             return SessionOutcome(view.session_id, Outcome.PAUSED, "budget")
         except (ProviderError, UnreachableError) as exc:
             error = {**_model_error(exc, action.turn, view.model), "compaction": True}  # the summary call failed
-            await self._emit(view, EventType.MODEL_ERROR, error)
+            await self._emit_many(view, [*_charged(exc, action.turn, compaction=True), (EventType.MODEL_ERROR, error)])
             raise
         text = (response.content or "").strip()
         after = fit(
@@ -174,6 +221,7 @@ class Harness:
             max_tokens=view.max_tokens,
             care=care,
             summary=Summary(start, end, text),
+            factor=factor,
         )
         data: dict[str, Any] = {
             "turn": action.turn,
@@ -182,8 +230,8 @@ class Harness:
             "summary": text,
             "response": response.to_dict(),
             "tokens": response.usage.total_tokens,
-            "tokens_before": fitted.estimate,
-            "tokens_after": after.estimate,
+            "tokens_before": math.ceil(fitted.estimate * factor),  # as the server would count them
+            "tokens_after": math.ceil(after.estimate * factor),
         }
         await self._emit(view, EventType.CONTEXT_COMPACTED, data)
         return None
@@ -199,13 +247,7 @@ class Harness:
         try:
             args = parse_arguments(call.arguments)
             if call.name == SUBMIT_RESULT.name:
-                items = parse_result_items(args)
-                events: list[tuple[str, dict[str, Any]]] = [start]
-                events += [
-                    (EventType.RESULT_ITEM, self._result(view, view.results + n, it)) for n, it in enumerate(items)
-                ]
-                events.append(self._tool_result(call, f"accepted {len(items)} result(s)"))
-                await self._emit_many(view, events)
+                await self._submit(view, call, start, parse_result_items(args))
                 return
             if call.name == FINISH.name:
                 result = self._tool_result(call, "session finished")
@@ -214,6 +256,7 @@ class Harness:
                 if [c.id for c in view.open_calls] == [call.id]:
                     # The last call of its turn: the session is complete (next_action's Complete), in
                     # the same append — one write fewer per session, the same events.
+                    events += await self._change()
                     events.append(_completed(summary, view.results))
                 await self._emit_many(view, events)
                 return
@@ -227,6 +270,41 @@ class Harness:
             await self._emit(view, *start)
         out = await self._hands.execute(call.name, args)
         await self._emit(view, *self._tool_result(call, out.output, out.is_error))
+
+    async def _submit(
+        self, view: SessionView, call: ToolCall, start: tuple[str, dict[str, Any]], items: list[dict[str, Any]]
+    ) -> None:
+        """Record a ``submit_result``: its call, each finding no earlier call of the session submitted, and its
+        tool result, in one append. A finding an earlier call submitted is not recorded again. After a first
+        accepted submission, a call that brings nothing new (every finding was submitted before, or none is
+        given) ends the session: the model is repeating itself and its results are in, so the session
+        completes as after ``finish``, its end saying why (``repeated_submission``)."""
+        events: list[tuple[str, dict[str, Any]]] = [start]
+        new = 0
+        for item in items:
+            record = self._result(view, view.results + new, item)
+            if finding_key(record) not in view.submitted:  # (the same finding twice in one call: both count)
+                events.append((EventType.RESULT_ITEM, record))
+                new += 1
+        again = len(items) - new
+        if view.submissions and not new:
+            said = f"the {again} result(s) were submitted before" if items else "no result given"
+            result = self._tool_result(call, f"nothing new ({said}): finished")
+            result[1]["repeated"] = True
+            events.append(result)
+            if [c.id for c in view.open_calls] == [call.id]:  # the last call of its turn, as for finish
+                events += await self._change()
+                events.append(_completed("", view.results, reason="repeated_submission"))
+        else:
+            note = f"; {again} submitted before, not recorded again" if again else ""
+            events.append(self._tool_result(call, f"accepted {new} result(s){note}"))
+        await self._emit_many(view, events)
+
+    async def _change(self) -> list[tuple[str, dict[str, Any]]]:
+        """The session's ``change`` event, as its workspace is now (none without one, or no change)."""
+        hands = self._hands
+        data = await hands.change() if isinstance(hands, ChangeSource) else None
+        return [(EventType.CHANGE, data)] if data is not None else []
 
     @staticmethod
     def _tool_result(call: ToolCall, output: str, is_error: bool = False) -> tuple[str, dict[str, Any]]:
@@ -264,8 +342,30 @@ class Harness:
             view.apply(ev)
 
 
-def _completed(summary: str, results: int) -> tuple[str, dict[str, Any]]:
-    return (EventType.SESSION_COMPLETED, {"summary": summary, "results": results})
+def _completed(summary: str, results: int, *, reason: str | None = None) -> tuple[str, dict[str, Any]]:
+    data: dict[str, Any] = {"summary": summary, "results": results}
+    if reason is not None:
+        data["reason"] = reason  # how a session that did not call finish ended
+    return (EventType.SESSION_COMPLETED, data)
+
+
+def _charged(exc: BaseException, turn: int, *, compaction: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """A call that timed out after it was sent may have been processed and billed: the gateway charged
+    it at its reservation (``exc.charged``) and the log records that charge as a re-sent call (as after
+    a crash), so the run's figures and the session's budget hold it when the turn is sent again."""
+    charged = getattr(exc, "charged", None)
+    if charged is None:
+        return []
+    usage, cost = charged
+    data = {"turn": turn, "usage": usage.to_dict(), "tokens": usage.total_tokens, "cost_usd": str(cost)}
+    data["cause"] = str(error_kind(exc))
+    if compaction:
+        data["compaction"] = True
+    return [(EventType.MODEL_RESENT, data)]
+
+
+def _failed(exc: BaseException, turn: int, model: str) -> tuple[str, dict[str, Any]]:
+    return (EventType.MODEL_ERROR, _model_error(exc, turn, model))
 
 
 def _model_error(exc: BaseException, turn: int, model: str) -> dict[str, Any]:
@@ -278,3 +378,23 @@ def _model_error(exc: BaseException, turn: int, model: str) -> dict[str, Any]:
         "retried": [str(k) for k in getattr(exc, "retried", ())],
         "model": str(getattr(exc, "model", "") or model),
     }
+
+
+def _succeeded_calls(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:
+    """The session's tool calls whose recorded result is not an error, in the order they ran."""
+    started: dict[str, tuple[str, Any]] = {}
+    done: list[tuple[str, dict[str, Any]]] = []
+    for ev in events:
+        p = decode(ev)
+        if isinstance(p, ToolCalled):
+            started[p.call_id] = (p.name, p.arguments)
+        elif isinstance(p, ToolResult) and not p.is_error:
+            call = started.pop(p.call_id, None)
+            if call is None:
+                continue
+            raw = call[1]
+            try:
+                done.append((call[0], raw if isinstance(raw, dict) else parse_arguments(str(raw or ""))))
+            except ToolArgumentError:
+                continue
+    return done

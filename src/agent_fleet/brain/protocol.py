@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from agent_fleet.domain.model import ToolSpec
@@ -13,6 +16,7 @@ __all__ = [
     "SUBMIT_RESULT",
     "SYSTEM_PROMPT",
     "ToolArgumentError",
+    "finding_key",
     "first_user_message",
     "parse_arguments",
     "parse_result_items",
@@ -37,7 +41,7 @@ SUBMIT_RESULT = ToolSpec(
                         "title": {"type": "string"},
                         "body": {"type": "string"},
                         "category": {"type": "string"},
-                        "confidence": {"type": "number"},
+                        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
                         "location": {"type": "string"},
                     },
                     "required": ["title", "body"],
@@ -81,6 +85,29 @@ def parse_arguments(arguments: str) -> dict[str, Any]:
     return value
 
 
+# What a result record holds besides the finding itself: where it was recorded, and the dedup's merges.
+_NOT_THE_FINDING = frozenset({"id", "partition_id", "session_id", "duplicates"})
+
+
+def finding_key(record: Mapping[str, Any]) -> str:
+    """A result record's finding (title, body and the rest the model gave), without where it was recorded:
+    two records of one session with the same key submitted the same finding."""
+    finding = {k: v for k, v in record.items() if k not in _NOT_THE_FINDING and v is not None}
+    return json.dumps(finding, sort_keys=True, ensure_ascii=False, default=str)
+
+
+_TAG = re.compile(r"<[^<>]{0,200}>")
+# An HTML character reference, escaped text a model wrote for plain text ("&#39;", "&amp;#40;"); the
+# semicolon is required, so "?a=1&copy=2" in a URL is not one.
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z][a-zA-Z0-9]{1,30});")
+
+
+def _has_text(text: str) -> bool:
+    """Whether ``text`` says something: a letter or digit once HTML entities are read and tags dropped."""
+    plain = _TAG.sub(" ", html.unescape(html.unescape(text)))
+    return any(ch.isalnum() for ch in plain)
+
+
 def parse_result_items(args: dict[str, Any]) -> list[dict[str, Any]]:
     """Validate ``submit_result`` items; keep agent-supplied extras (severity, priority …)."""
     items = args.get("items")
@@ -93,14 +120,21 @@ def parse_result_items(args: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(raw, dict):
             raise ToolArgumentError(f"item {n} is not an object")
         title, body = raw.get("title"), raw.get("body")
-        if not isinstance(title, str) or not isinstance(body, str) or not (title.strip() or body.strip()):
+        if not isinstance(title, str) or not isinstance(body, str):
             raise ToolArgumentError(f"item {n} needs string 'title' and 'body'")
+        for name, text in (("title", title), ("body", body)):
+            if not _has_text(text):
+                what = "is empty" if not text.strip() else "holds no text (only markup or HTML entities)"
+                raise ToolArgumentError(f"item {n}: '{name}' {what}: write what was found")
+            if entity := _ENTITY.search(text):
+                raise ToolArgumentError(f"item {n}: '{name}' holds HTML entities ({entity.group()}): write plain text")
         item: dict[str, Any] = {"title": title[:_MAX_FIELD_CHARS], "body": body[:_MAX_FIELD_CHARS]}
         conf = raw.get("confidence")
         if conf is not None:
-            if isinstance(conf, bool) or not isinstance(conf, int | float):
-                raise ToolArgumentError(f"item {n}: 'confidence' must be a number")
-            item["confidence"] = min(1.0, max(0.0, float(conf)))
+            if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 <= conf <= 1:
+                # never clamped: 9 may mean 90 % or 9 out of 10; the model says which
+                raise ToolArgumentError(f"item {n}: 'confidence' must be a number from 0 to 1, not {conf!r}")
+            item["confidence"] = float(conf)
         for key in ("category", "location"):
             val = raw.get(key)
             if val is not None:

@@ -40,6 +40,7 @@ class RunTool:
 class Complete:
     summary: str
     text_result: str | None  # final text that counts as one result when nothing was submitted
+    reason: str | None = None  # how it ended without ``finish`` (SessionView.finish_reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,7 @@ def next_action(view: SessionView, limits: Limits) -> Action | None:
     if view.open_calls:
         return RunTool(view.open_calls[0])
     if view.finished:
-        return Complete(summary=view.finish_summary, text_result=None)
+        return Complete(summary=view.finish_summary, text_result=None, reason=view.finish_reason)
     last = view.last_response
     if last is not None and not last.tool_calls:
         text = (last.content or "").strip()

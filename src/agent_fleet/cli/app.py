@@ -8,6 +8,7 @@ of it.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from agent_fleet.cli import interrupt
@@ -28,7 +29,7 @@ HELP = "Run many LLM agents as one fleet: decompose, dispatch, aggregate."
 def build_app() -> typer.Typer:
     import typer
 
-    from agent_fleet.cli import budget, dashboard, gateway, mcp, queues, review, runs, serve, sim
+    from agent_fleet.cli import budget, changes, dashboard, demo, gateway, mcp, queues, review, runs, serve, sim
 
     # Plain help: rich's help formatter costs more CPU to import than the rest of --help together.
     new = typer.Typer(
@@ -39,7 +40,7 @@ def build_app() -> typer.Typer:
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
     )
-    for module in (runs, sim, queues, budget, review, gateway, mcp, dashboard, serve):
+    for module in (runs, demo, changes, sim, queues, budget, review, gateway, mcp, dashboard, serve):
         module.register(new)
     _full_short_help(new)
     return new
@@ -70,11 +71,19 @@ def _first_paragraph(text: str) -> str:
 
 def main() -> None:
     interrupt.install()  # first: a SIGTERM during start-up stops the command the way a later one does
+    # OpenBLAS with one thread unless the environment says otherwise, set before numpy loads: it takes a
+    # limit only from the main thread (agent_fleet.aggregate.blas), and the embedders spread their work
+    # over the CPUs on threads of their own
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         try:
             build_app()()
         except KeyboardInterrupt:  # outside a command (typer turns one inside into exit 130 itself)
             sys.exit(interrupt.EXIT_INTERRUPTED)
+        except Exception:
+            if interrupt.requested():  # the SIGTERM's interrupt, turned into another error on its way
+                sys.exit(interrupt.EXIT_INTERRUPTED)
+            raise
     except SystemExit as exc:
         if exc.code == interrupt.EXIT_INTERRUPTED:
             interrupt.say_interrupted()

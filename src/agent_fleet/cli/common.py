@@ -84,3 +84,11 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
+
+
+PROGRESS_HELP = "Progress on stderr: auto (a live bar on a terminal, else plain), plain (a line every 5 s), rich, none."
+
+
+def progress_option() -> Any:
+    """``--progress`` as every command that runs a fleet takes it."""
+    return typer.Option("auto", "--progress", help=PROGRESS_HELP)

@@ -47,7 +47,7 @@ class _LogDesk:
 def dashboard_cmd(
     store: str | None = STORE_OPTION,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(8700, "--port", help="Port to listen on (0 picks a free one)."),
+    port: int = typer.Option(8700, "--port", min=0, max=65535, help="Port to listen on (0 picks a free one)."),
     near_budget: float = typer.Option(
         0.8, "--near-budget", help="fleet_sessions_near_budget counts live sessions that spent this share or more."
     ),

@@ -4,7 +4,7 @@ Clients use ``OPENAI_BASE_URL=http://HOST:PORT/v1`` or ``ANTHROPIC_BASE_URL=http
 session token as their API key. Tokens come from ``--session ID`` (printed at start) or from
 ``POST /fleet/sessions`` with the admin token. Provider keys stay in this process. A model is served
 as asked unless fleet.yaml ``models:``/``aliases:`` or ``--alias ASKED=MODEL`` route it
-(:mod:`agent_fleet.spend.routes`).
+(:mod:`agent_fleet.spend.model_routes`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _usd(value: str | None, flag: str) -> Decimal | None:
 
 def gateway_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(8787, "--port", help="Port to listen on (0 picks a free one)."),
+    port: int = typer.Option(8787, "--port", min=0, max=65535, help="Port to listen on (0 picks a free one)."),
     provider: str | None = typer.Option(None, "--provider", help="openai, anthropic or a base URL."),
     model: str | None = typer.Option(None, "--model", help="Default model."),
     config: Path | None = typer.Option(None, "--config", help="fleet.yaml: models, budgets, rate limits."),

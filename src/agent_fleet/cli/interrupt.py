@@ -14,16 +14,26 @@ from __future__ import annotations
 import signal
 import sys
 
-__all__ = ["EXIT_INTERRUPTED", "MESSAGE", "install", "say_interrupted"]
+__all__ = ["EXIT_INTERRUPTED", "MESSAGE", "install", "requested", "say_interrupted"]
 
 EXIT_INTERRUPTED = 130
 MESSAGE = "agent-fleet: interrupted (resumable)"
 
 _said = False
+_requested = False
 
 
 def _terminate(signum: int, frame: object) -> None:
+    global _requested
+    _requested = True
     raise KeyboardInterrupt
+
+
+def requested() -> bool:
+    """Whether a SIGTERM arrived. The interrupt it raises does not always surface as itself: raised
+    while the interpreter is building another exception (an import's fallback, in C), it comes out as
+    whatever that code made of it, e.g. a TypeError. The CLI goes by this flag, not the exception."""
+    return _requested
 
 
 def install() -> None:

@@ -181,10 +181,14 @@ def export_command(
     image: str | None = typer.Option(None, "--image", help="with --jobs: the container image holding the agent"),
     gateway_url: str | None = typer.Option(None, "--gateway-url", help="with --jobs: the gateway as pods reach it"),
     timeout: float | None = typer.Option(None, "--timeout", help="with --jobs: seconds per session"),
+    requests: str | None = typer.Option(
+        None, "--requests", help="with --jobs: each session's requests over hands.cpu/memory (cpu=N,memory=Q,NAME=N)"
+    ),
 ) -> None:
     """The queues as Kueue v1beta2 YAML (ResourceFlavors, Cohorts, ClusterQueues, LocalQueues,
     WorkloadPriorityClasses); with --jobs, one suspended batch/v1 Job per session of a run's plan."""
     from agent_fleet.cli.queues_export import export_jobs, export_queues
+    from agent_fleet.options import parse_requests
 
     try:
         if jobs:
@@ -199,6 +203,7 @@ def export_command(
                 image=image,
                 gateway_url=gateway_url,
                 timeout=timeout,
+                requests=parse_requests(requests),
             )
         else:
             text = export_queues(config)

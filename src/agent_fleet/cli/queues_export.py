@@ -33,11 +33,9 @@ def _sandbox(fleet: FleetConfig) -> ResourceSpec:
 
 
 def _default(fleet: FleetConfig) -> KueueObjects:
-    from agent_fleet.admission.kueue import default_objects
+    from agent_fleet.engine.preflight import default_queue_objects
 
-    requests = _sandbox(fleet).requests
-    per_session = {"cpu": f"{round(requests.cpu * 1000)}m", "memory": requests.memory}
-    return default_objects(fleet.rate_limit.baseline_concurrency, per_session=per_session)
+    return default_queue_objects(fleet.rate_limit.baseline_concurrency, fleet)
 
 
 def _objects(config: Path | None) -> KueueObjects:
@@ -93,8 +91,13 @@ def export_jobs(
     image: str | None,
     gateway_url: str | None,
     timeout: float | None,
+    requests: dict[str, str] | None = None,
 ) -> str:
-    """One ConfigMap and one suspended Job per session of the plan ``deploy`` would make."""
+    """One ConfigMap and one suspended Job per session of the plan ``deploy`` would make. Each Job's
+    container requests what a session of ``deploy`` requests for admission: fleet.yaml ``hands.cpu`` and
+    ``hands.memory``, ``requests`` over them (a resource other than cpu and memory with its limit equal
+    to its request, as Kubernetes wants of extended resources)."""
+    from agent_fleet.admission import AdmissionController
     from agent_fleet.admission.kueue_export import dump_yaml, kube_quantity
     from agent_fleet.admission.kueue_jobs import (
         ANALYTICS_PATH,
@@ -103,9 +106,11 @@ def export_jobs(
         sandbox_jobs,
         uncovered_resources,
     )
+    from agent_fleet.clock import RealClock
     from agent_fleet.domain.ids import new_run_id
-    from agent_fleet.engine import RunOptions, plan_run
+    from agent_fleet.engine import RunOptions, check_run_options, plan_run
     from agent_fleet.hands.cli_agents import QUIET_ENV, render_command
+    from agent_fleet.hands.resources import ResourceSpec
     from agent_fleet.options import with_config
 
     needed = (("--task", task), ("--agent-cmd", agent_cmd), ("--image", image), ("--gateway-url", gateway_url))
@@ -123,18 +128,33 @@ def export_jobs(
     if priority is not None and priority not in objects.priority_classes:
         known = ", ".join(sorted(objects.priority_classes)) or "none"
         raise ConfigError(f"unknown --priority {priority!r}: no such WorkloadPriorityClass (known: {known})")
-    sandbox = _sandbox(fleet)
-    quantities = {
+    asked = requests or {}
+    sandbox = ResourceSpec.of(
+        {"cpu": asked.get("cpu", fleet.hands.cpu), "memory": asked.get("memory", fleet.hands.memory)}
+    )  # limits: requests × headroom, as a session's own sandbox
+    quantities: dict[str, dict[str, int | str]] = {
         kind: {"cpu": kube_quantity("cpu", round(r.cpu * 1000)), "memory": kube_quantity("memory", r.memory)}
         for kind, r in (("requests", sandbox.requests), ("limits", sandbox.effective_limits))
     }
+    options = RunOptions(
+        task=task,
+        input_path=input_path,
+        agents=agents,
+        queue=queue,
+        priority=priority,
+        requests=requests,
+        config_path=str(config) if config else None,
+    )
+    check_run_options(options, fleet, AdmissionController(objects, RealClock(), with_metrics=False))
+    for name, value in asked.items():
+        if name not in ("pods", "cpu", "memory"):  # one pod per Job (Kueue counts it); cpu and memory above
+            quantities["requests"][name] = quantities["limits"][name] = value  # extended: limit = request
     for resource in uncovered_resources(objects, local_queue, list(quantities["requests"])):
         typer.echo(
             f"warning: ClusterQueue {local_queue.cluster_queue!r} does not cover {resource}: Kueue keeps these "
             f"Jobs pending (resource {resource} unavailable in ClusterQueue) until its resourceGroups cover it",
             err=True,
         )
-    options = RunOptions(task=task, input_path=input_path, agents=agents, config_path=str(config) if config else None)
     plan = plan_run(with_config(options, fleet))  # the plan deploy makes (a goal: its one-session plan)
     for note in plan.notes:
         typer.echo(f"note: {note}", err=True)

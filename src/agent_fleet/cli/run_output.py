@@ -18,23 +18,72 @@ from agent_fleet.cli.common import print_json
 if TYPE_CHECKING:
     from agent_fleet.engine import RunReport
 
-__all__ = ["finish", "finish_summary", "print_estimate", "print_events", "print_summary"]
+__all__ = ["finish", "finish_summary", "print_estimate", "print_events", "print_summary", "why_not_completed"]
 
 
 def finish(report: RunReport, as_json: bool) -> None:
-    finish_summary(report.summary, as_json)
+    finish_summary(report.summary, as_json, push=report.push)
 
 
-def finish_summary(summary: dict[str, Any], as_json: bool) -> None:
+def finish_summary(summary: dict[str, Any], as_json: bool, *, push: dict[str, Any] | None = None) -> None:
+    """Print the summary and exit with the run's code; a ``--push`` the remote refused is one line on
+    stderr and exit 4 (the run itself has ended and kept everything: its branches stay local)."""
+    from agent_fleet.errors import GitRemoteError
     from agent_fleet.options import exit_code_for
 
     if as_json:
         print_json(summary)
     else:
         print_summary(summary)
+    if push is not None:
+        if push.get("error"):
+            from agent_fleet.cli.common import die
+
+            die(str(push["error"]), GitRemoteError.exit_code)
+        branches = push.get("branches") or []
+        typer.echo(f"agent-fleet: pushed {len(branches)} branch(es) to {push['remote']}", err=True)
     code = exit_code_for(str(summary["status"]))
     if code:
+        typer.echo(f"agent-fleet: {why_not_completed(summary)}", err=True)  # every non-zero exit says why
         raise typer.Exit(code)
+
+
+_GUARDS = {
+    "repeated_tool_call": "the same tool call repeated",
+    "max_turns": "the turn limit",
+    "no_progress": "no progress",
+}
+
+
+def why_not_completed(s: dict[str, Any]) -> str:
+    """One line: why a run that ended did not complete, from its summary alone."""
+    run = s.get("run_id", "")
+    status = str(s.get("status"))
+    sessions = s.get("sessions") or {}
+    if status == "paused":
+        reasons = dict((s.get("decisions") or {}).get("pauses") or {})
+        guards = [_GUARDS.get(str(r), str(r)) for r in reasons if r != "budget"]  # every pause of the run, by reason
+        if guards and "budget" not in reasons:
+            return (
+                f"run {run}: {sessions.get('paused', 0)} session(s) stopped by a runaway guard: "
+                f"{', '.join(guards)}; `agent-fleet resume {run}` continues them from their logs"
+            )
+        if guards:
+            return (
+                f"run {run}: {sessions.get('paused', 0)} session(s) paused, on budget and by a runaway guard "
+                f"({', '.join(guards)}); `agent-fleet budget raise {run} --tokens N` lets them go on"
+            )
+        return (
+            f"run {run}: {sessions.get('paused', 0)} session(s) paused on budget; "
+            f"`agent-fleet budget raise {run} --tokens N` lets them go on"
+        )
+    if status == "interrupted":
+        return f"run {run} was interrupted; `agent-fleet resume {run}` continues it"
+    kinds = _nonzero(s.get("errors") or {})
+    cause = f"model-call errors: {kinds}" if kinds != "none" else "see `agent-fleet status` and their events"
+    failed = sessions.get("failed", 0)
+    total = sum(v for v in sessions.values() if isinstance(v, int))
+    return f"run {run}: {failed} of {total} session(s) failed for good ({cause})"
 
 
 def _nonzero(errors: dict[str, int]) -> str:
@@ -60,12 +109,15 @@ def print_summary(s: dict[str, Any]) -> None:
         ("model calls", f"{s['llm_calls']:,}; errors {_nonzero(s['errors'])}"),
         ("duration", f"{s['duration_s']:.1f} s"),
     ]
+    changes = s.get("changes") or {}
+    if changes.get("sessions_with_changes"):
+        merged = f"{changes['merged']} merged into {changes['branch']}"
+        size = f"+{changes['insertions']:,} −{changes['deletions']:,} in {changes['files']:,} file(s)"
+        rows.append(("changes", f"{changes['sessions_with_changes']} session(s), {size}; {merged}"))
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
     typer.echo(f"report: {Path(s['out_dir']) / 'report.md'}")  # one unwrapped line, for scripts too
-    if s["status"] == "paused":
-        console.print(f"sessions paused on budget: raise it with `agent-fleet budget raise {s['run_id']} --tokens N`")
 
 
 def print_estimate(data: dict[str, Any], as_json: bool) -> None:

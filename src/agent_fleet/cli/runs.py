@@ -1,4 +1,4 @@
-"""Run commands: ``deploy``, ``resume``, ``status``, ``events``, ``demo``.
+"""Run commands: ``deploy``, ``estimate``, ``resume``, ``status``, ``events``, ``metrics``.
 
 The engine, the store and rich are imported inside the commands: building the app (and ``--help``)
 loads none of them. How they print a summary, a forecast or an event log is
@@ -12,13 +12,12 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from agent_fleet.cli.common import STORE_OPTION, die, print_json, run_async
-from agent_fleet.cli.remote import SERVER_OPTION
+from agent_fleet.cli.common import STORE_OPTION, die, print_json, progress_option, run_async
+from agent_fleet.cli.serve_client import SERVER_OPTION
 from agent_fleet.errors import SessionNotFound, UsageError
 
 if TYPE_CHECKING:
@@ -27,6 +26,8 @@ if TYPE_CHECKING:
     from agent_fleet.session.port import SessionLog
 
 __all__ = ["register"]
+
+_MAX_SEQ = 2**63 - 1
 
 
 def _announce(run_id: str, engine: Engine) -> None:
@@ -40,6 +41,16 @@ def _at_least_one(flag: str, value: int | None) -> int:
     if value < 1:
         raise UsageError(f"{flag} must be at least 1, got {value}")
     return value
+
+
+def _threshold(text: str | None) -> float | None:
+    """``--dedup-threshold``: read here, so that a word that is no number is one line too."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"--dedup-threshold must be a number in (0, 1], got {text!r}") from None
 
 
 def deploy_cmd(
@@ -57,27 +68,57 @@ def deploy_cmd(
     out: str | None = typer.Option(None, "--out", help="Output directory (default .fleet/runs/RUN_ID)."),
     queue: str | None = typer.Option(None, "--queue", help="Admission queue (LocalQueue) name."),
     priority: str | None = typer.Option(None, "--priority", help="WorkloadPriorityClass name."),
+    requests: str | None = typer.Option(
+        None,
+        "--requests",
+        help="Each session's requests for admission: cpu=N,memory=Q,NAME=N [pods 1, fleet.yaml hands.cpu/memory].",
+    ),
     max_concurrency: int | None = typer.Option(None, "--max-concurrency", help="Initial API concurrency [50]."),
     max_turns: int | None = typer.Option(None, "--max-turns", help="Model turns per session before it pauses [60]."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", help="Output limit sent on every model call [fleet.yaml models[].max_tokens, else 4096]."
+    ),
+    temperature: float | None = typer.Option(None, "--temperature", help="Sent on every model call (0: greedy)."),
+    seed: int | None = typer.Option(None, "--seed", help="Sent on every model call (reproducible runs)."),
     agent_cmd: str | None = typer.Option(None, "--agent-cmd", help="Run this CLI agent per partition."),
     agent_format: str = typer.Option(
         "jsonl", "--agent-format", help="How --agent-cmd's stdout is read: jsonl, claude, codex or aider."
     ),
-    embedder: str = typer.Option("auto", "--embedder", help="Dedup embedder: auto, lexical, minilm or provider."),
+    embedder: str = typer.Option(
+        "auto",
+        "--embedder",
+        help="Dedup embedder: auto, minilm, fast (int8, the fast-embed extra), lexical or provider.",
+    ),
     embedding_model: str | None = typer.Option(
         None, "--embedding-model", help="With --embedder provider: the embeddings model [text-embedding-3-small]."
     ),
+    dedup_scope: str | None = typer.Option(
+        None,
+        "--dedup-scope",
+        help="Which results may merge: auto (results about different input items never do), global, item, none.",
+    ),
+    dedup_threshold: str | None = typer.Option(
+        None, "--dedup-threshold", help="Cosine in (0, 1] at which two results say the same [the embedder's]."
+    ),
     executor: str | None = typer.Option(
         None, "--executor", help="Where harnesses run: local, ray:auto or ray://HOST:PORT [fleet.yaml, else local]."
+    ),
+    check: str | None = typer.Option(
+        None, "--check", help="Shell command run per change, in a sandbox of the base plus that change; 0 passes."
+    ),
+    push: str | None = typer.Option(
+        None, "--push", help="Git remote (name or URL) the run's branches are pushed to when it ends."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print only the summary JSON on stdout."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Decompose and forecast only; run nothing."),
     server: str | None = SERVER_OPTION,
     detach: bool = typer.Option(False, "--detach", help="With --server: print the run id and return at once."),
+    progress: str = progress_option(),
 ) -> None:
     """Decompose → dispatch → aggregate, end to end."""
     from agent_fleet.cli.run_output import print_estimate
     from agent_fleet.engine import RunOptions
+    from agent_fleet.options import parse_requests
 
     def options() -> RunOptions:
         return RunOptions(
@@ -93,14 +134,22 @@ def deploy_cmd(
             out_dir=os.path.abspath(out) if out else None,
             queue=queue,
             priority=priority,
+            requests=parse_requests(requests),
             max_concurrency=_at_least_one("--max-concurrency", max_concurrency),
             max_turns=_at_least_one("--max-turns", max_turns),
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
             agent_cmd=agent_cmd,
             agent_format=agent_format,
             config_path=config,
             embedder=embedder,
             embedding_model=embedding_model,
             executor=executor,
+            check=check,
+            push=push,
+            dedup_scope=dedup_scope,
+            dedup_threshold=_threshold(dedup_threshold),
         )
 
     if detach and server is None:
@@ -112,10 +161,10 @@ def deploy_cmd(
         print_estimate(run_async(_estimate(options, store)), as_json)
         return
 
-    _deploy_local(options, store, as_json=as_json)
+    _deploy_local(options, store, as_json=as_json, progress=progress)
 
 
-def _deploy_local(options: Callable[[], RunOptions], store: str | None, *, as_json: bool) -> None:
+def _deploy_local(options: Callable[[], RunOptions], store: str | None, *, as_json: bool, progress: str) -> None:
     """The run in this process, its progress live on the terminal; the summary at the end."""
     from agent_fleet.cli.progress import live_progress
     from agent_fleet.cli.run_output import finish
@@ -129,7 +178,7 @@ def _deploy_local(options: Callable[[], RunOptions], store: str | None, *, as_js
 
     async def go() -> RunReport:
         opts = options()
-        async with live_progress(engine_box, enabled=True):
+        async with live_progress(engine_box, mode=progress):
             return await deploy(opts, store_url=store, on_start=started)
 
     finish(run_async(go()), as_json)
@@ -153,8 +202,8 @@ def _remote(fn: Callable[[], Any]) -> Any:
 
 
 def _deploy_remote(server: str, options: Callable[[], RunOptions], *, detach: bool, as_json: bool) -> None:
-    from agent_fleet.cli.remote import Remote, run_body
     from agent_fleet.cli.run_output import finish_summary
+    from agent_fleet.cli.serve_client import Remote, run_body
 
     remote = Remote(server)
     started = _remote(lambda: remote.request("POST", "/v1/runs", run_body(options())))
@@ -198,17 +247,21 @@ def resume_cmd(
     retry_failed: bool = typer.Option(
         False, "--retry-failed", help="Run the sessions that failed for good again, from their logs."
     ),
+    push: str | None = typer.Option(
+        None, "--push", help="Git remote (name or URL) the run's branches are pushed to once it has ended."
+    ),
     server: str | None = SERVER_OPTION,
+    progress: str = progress_option(),
 ) -> None:
     """Continue an interrupted, crashed or budget-paused run from the session log. A run that has
     ended is left as it is: its summary is printed (--retry-failed runs its failed sessions again)."""
     from agent_fleet.cli.run_output import finish, finish_summary
 
     if server is not None:
-        from agent_fleet.cli.remote import Remote
+        from agent_fleet.cli.serve_client import Remote
 
-        if retry_failed:
-            die("--retry-failed is not available with --server", code=2)
+        if retry_failed or push:
+            die(f"{'--retry-failed' if retry_failed else '--push'} is not available with --server", code=2)
         remote = Remote(server)
         _remote(lambda: remote.request("POST", f"/v1/runs/{run_id}/resume"))
         typer.echo(f"agent-fleet: run {run_id} resumed on {remote.url}", err=True)
@@ -224,24 +277,29 @@ def resume_cmd(
         typer.echo(f"agent-fleet: run {rid} resumed", err=True)
 
     async def go() -> RunReport:
-        async with live_progress(engine_box, enabled=True):
-            return await resume(run_id, store_url=store, on_start=started, wait=wait, retry_failed=retry_failed)
+        async with live_progress(engine_box, mode=progress):
+            return await resume(
+                run_id, store_url=store, on_start=started, wait=wait, retry_failed=retry_failed, push=push
+            )
 
     report = run_async(go())
-    if not engine_box:
+    if not engine_box and push is None:  # with --push, the push's own line says what was done
         typer.echo(f"agent-fleet: run {run_id} has already ended ({report.status}); nothing was run", err=True)
     finish(report, as_json)
 
 
 async def _run_row(log: SessionLog, rec: SessionRecord) -> dict[str, Any]:
-    from agent_fleet.domain.events import EventType, SessionState
+    from agent_fleet.domain.decode import decode
+    from agent_fleet.domain.events import SessionState
+    from agent_fleet.domain.payloads import RunCreated, RunResumed
 
     state = rec.state
     if state in (SessionState.RUNNING, SessionState.CREATED):
         owner: dict[str, Any] = {}
         for ev in await log.get_events(rec.session_id):
-            if ev.type in (EventType.RUN_CREATED, EventType.RUN_RESUMED):
-                owner = ev.data.get("owner") or {}
+            p = decode(ev)
+            if isinstance(p, RunCreated | RunResumed):
+                owner = dict(p.owner)
         if not _owner_alive(owner):
             state = SessionState.INTERRUPTED
     return {
@@ -287,7 +345,7 @@ def status_cmd(
             return out
 
     if server is not None:
-        from agent_fleet.cli.remote import Remote
+        from agent_fleet.cli.serve_client import Remote
 
         remote = Remote(server)
         data = _remote(lambda: remote.request("GET", f"/v1/runs/{run_id}" if run_id else "/v1/runs"))
@@ -301,7 +359,15 @@ def status_cmd(
 
     console = Console()
     if run_id is None:
-        table = Table("run", "status", "task", "created")
+        from rich.table import Column
+
+        # Ids and times are never cut or wrapped (a script or a person copies them); the task wraps.
+        table = Table(
+            Column("run", no_wrap=True, min_width=len(max((r["run_id"] for r in data["runs"]), key=len, default=""))),
+            Column("status", no_wrap=True),
+            Column("task", ratio=1),
+            Column("created", no_wrap=True, min_width=19),
+        )
         for r in data["runs"]:
             created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created_at"]))
             table.add_row(r["run_id"], r["status"], r["task"][:60], created)
@@ -312,7 +378,7 @@ def status_cmd(
     table.add_row("tokens", f"{data['tokens']['total']:,}")
     table.add_row("cost", f"${data['cost_usd']:.4f}")
     table.add_row("model calls", str(data["llm_calls"]))
-    table.add_row("errors", str(data["errors"]))
+    table.add_row("errors", _nonzero(data["errors"]))
     table.add_row("results", f"{data['results_raw']} raw")
     if "dedup" in data:
         d = data["dedup"]
@@ -321,19 +387,26 @@ def status_cmd(
     console.print(table)
 
 
+def _nonzero(errors: dict[str, int]) -> str:
+    """The error kinds that happened, ``none`` when none did (the JSON lists every kind)."""
+    return ", ".join(f"{k} {n}" for k, n in errors.items() if n) or "none"
+
+
 def events_cmd(
     session_id: str = typer.Argument(..., help="A session id (or a run id for the run's own stream)."),
-    after: int = typer.Option(0, "--after", help="Only events with seq greater than this."),
+    after: int = typer.Option(0, "--after", min=0, help="Only events with seq greater than this."),
     store: str | None = STORE_OPTION,
     as_json: bool = typer.Option(False, "--json"),
     server: str | None = SERVER_OPTION,
 ) -> None:
     """Read a session's event log."""
     from agent_fleet.cli.run_output import print_events
+
+    after = min(after, _MAX_SEQ)  # past the store's 64-bit integers every seq is behind
     from agent_fleet.session.store import open_store, resolve_store_url
 
     if server is not None:
-        from agent_fleet.cli.remote import Remote
+        from agent_fleet.cli.serve_client import Remote
 
         remote = Remote(server)
         from urllib.parse import quote, urlencode
@@ -377,47 +450,6 @@ def metrics_cmd(
     sys.stdout.write(run_async(go()))
 
 
-def demo_cmd(
-    store: str | None = STORE_OPTION,
-    out: str | None = typer.Option(None, "--out", help="Output directory (default .fleet/runs/RUN_ID)."),
-    agents: int = typer.Option(12, "--agents"),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Offline end-to-end run on the bundled sample codebase against the simulated provider."""
-    from agent_fleet.cli.progress import live_progress
-    from agent_fleet.cli.run_output import print_summary
-    from agent_fleet.engine import RunOptions, deploy, exit_code_for
-    from agent_fleet.testing.sim_provider import LogNormalLatency, SimConfig, SimProvider
-
-    engine_box: list[Engine] = []
-
-    def started(run_id: str, engine: Engine) -> None:
-        engine_box.append(engine)
-        _announce(run_id, engine)
-
-    repo = Path(__file__).resolve().parent.parent / "samples" / "demo-repo"
-    out_dir = os.path.abspath(out) if out else None
-
-    async def go() -> RunReport:
-        async with SimProvider(SimConfig(latency=LogNormalLatency(median=0.15, sigma=0.5), seed=7)) as sim:
-            options = RunOptions(
-                task="Find bugs and risky code",
-                input_path=str(repo),
-                agents=agents,
-                provider=sim.base_url,
-                out_dir=out_dir,
-            )
-            async with live_progress(engine_box, enabled=True):
-                return await deploy(options, store_url=store, api_key="sk-demo-offline", on_start=started)
-
-    report = run_async(go())
-    if as_json:
-        print_json(report.summary)
-    else:
-        print_summary(report.summary)
-    raise typer.Exit(exit_code_for(report.status))
-
-
 def register(app: typer.Typer) -> None:
     app.command("deploy")(deploy_cmd)
     app.command("estimate")(estimate_cmd)
@@ -425,4 +457,3 @@ def register(app: typer.Typer) -> None:
     app.command("status")(status_cmd)
     app.command("events")(events_cmd)
     app.command("metrics")(metrics_cmd)
-    app.command("demo")(demo_cmd)

@@ -18,7 +18,7 @@ __all__ = ["register"]
 
 def serve_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback unless TLS or --insecure)."),
-    port: int = typer.Option(8700, "--port", help="Port to listen on (0 picks a free one)."),
+    port: int = typer.Option(8700, "--port", min=0, max=65535, help="Port to listen on (0 picks a free one)."),
     store: str | None = STORE_OPTION,
     config: Path | None = typer.Option(None, "--config", help="fleet.yaml: models, budgets, queues, teams."),
     tls_cert: Path | None = typer.Option(None, "--tls-cert", help="TLS certificate (PEM)."),
@@ -64,7 +64,7 @@ def _mount_dashboard(app: Any, host: FleetHost, config: str | None) -> None:
     from agent_fleet.observe.dashboard import FleetReader, add_routes
 
     log = host.engine.log
-    add_routes(app, FleetReader(log), _LogDesk(log, config))
+    add_routes(app, FleetReader(log, tallies=host.team_tallies), _LogDesk(log, config))
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,7 @@ __all__ = ["register"]
 
 def sim_provider(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(0, help="Port to listen on (0 picks a free one)."),
+    port: int = typer.Option(0, min=0, max=65535, help="Port to listen on (0 picks a free one)."),
     latency_median: float | None = typer.Option(None, help="Median latency per call, seconds."),
     latency_sigma: float = typer.Option(0.0, help="Log-normal spread of the latency (0 = fixed)."),
     per_token_latency: float | None = typer.Option(None, help="Extra seconds per output token."),
@@ -27,10 +27,13 @@ def sim_provider(
     seed: int | None = typer.Option(None, help="Seed of the latency and error-injection RNG."),
     insufficient_quota: bool = typer.Option(False, "--insufficient-quota", help="Refuse every call: quota gone."),
     verifier_refute_pct: float | None = typer.Option(None, help="Percent of verifier verdicts that refute."),
+    edits: bool = typer.Option(
+        False, "--edits", help="The simulated agent also fixes what it can (a mechanical fix per finding)."
+    ),
 ) -> None:
     """Serve a simulated OpenAI- and Anthropic-compatible model API until interrupted."""
     # Imported here so other commands do not pay for the server's imports.
-    from agent_fleet.testing.sim_provider import build_config, run_server
+    from agent_fleet.sim.provider import build_config, run_server
 
     try:
         config = build_config(
@@ -49,6 +52,7 @@ def sim_provider(
             seed=seed,
             insufficient_quota=insufficient_quota or None,
             verifier_refute_pct=verifier_refute_pct,
+            edits=edits or None,
         )
     except FleetError as exc:
         typer.echo(f"error: {exc}", err=True)

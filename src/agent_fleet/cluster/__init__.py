@@ -1,10 +1,12 @@
-"""The Ray executor: harnesses run on the nodes of a Ray cluster (``dispatch.executor: ray:auto`` or
+"""Ray, in one package: harnesses run on the nodes of a Ray cluster (``dispatch.executor: ray:auto`` or
 ``ray://HOST:PORT``, ``deploy --executor``).
 
 :mod:`~agent_fleet.cluster.executor` is the engine's side (it connects to the cluster, starts one node
 worker per node, serves the run's gateway to the nodes and gives the dispatcher its pool and session
-body); :mod:`~agent_fleet.cluster.node` is what runs on each node. The dispatcher's side is
-:mod:`agent_fleet.dispatch.ray_workers`. Like the engine, this package wires implementations together.
+body); :mod:`~agent_fleet.cluster.node` is what runs on each node; :mod:`~agent_fleet.cluster.workers`
+is the dispatcher's side (the node workers as workers of its pool, plain data). Only ``executor``
+imports Ray. The local Ray cluster tests and benchmarks start is a test helper,
+:mod:`agent_fleet.testing.ray_cluster`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ actors pinned to it, each holding as many sessions as the node's resources allow
 session asks (fleet.yaml ``dispatch.ray``). A node with no room for one session gets none.
 
 Admission, the run's lease, the plan and the dispatcher stay here. Per dispatch, :meth:`pool` gives
-a :class:`~agent_fleet.dispatch.ray_workers.RayWorkerPool` of the node workers and :meth:`body` the
+a :class:`~agent_fleet.cluster.workers.RayWorkerPool` of the node workers and :meth:`body` the
 session body that runs attempts on them. A watch polls Ray's node table every health round: a node
 Ray reports dead loses its workers (their sessions move to other nodes and resume from the log).
 """
@@ -27,14 +27,19 @@ from agent_fleet.brain.port import Limits
 from agent_fleet.clock import Clock
 from agent_fleet.cluster import check_store
 from agent_fleet.cluster.node import NodeSetup, NodeWorkerActor
+from agent_fleet.cluster.workers import NodeWorker, RayBody, RayWorkerPool, SessionRequest, node_capacity
 from agent_fleet.config import FleetConfig
-from agent_fleet.dispatch.health import HealthConfig
-from agent_fleet.dispatch.pool import WorkerSpec
-from agent_fleet.dispatch.ray_workers import NodeWorker, RayBody, RayWorkerPool, SessionRequest, node_capacity
+from agent_fleet.engine import (
+    Gateway,
+    GatewayService,
+    HealthConfig,
+    LeaseStore,
+    WorkerSpec,
+    bump_attempt_fence,
+    this_process,
+)
 from agent_fleet.errors import ConfigError, UnreachableError
-from agent_fleet.session.lease import LeaseStore, bump_attempt_fence, this_process
-from agent_fleet.spend.gateway import Gateway
-from agent_fleet.spend.service import GatewayService
+from agent_fleet.hands.port import WorkspaceChanges
 
 __all__ = ["RayExecutor", "ray_address"]
 
@@ -137,7 +142,9 @@ class RayExecutor:
         self._pools.append(pool)
         return pool
 
-    def body(self, pool: RayWorkerPool, limits: Limits, input_root: str | None) -> RayBody:
+    def body(
+        self, pool: RayWorkerPool, limits: Limits, input_root: str | None, changes: WorkspaceChanges | None = None
+    ) -> RayBody:
         exc = self._ray.exceptions
         lost = (exc.RayActorError, exc.WorkerCrashedError, exc.NodeDiedError, exc.ObjectLostError, exc.RaySystemError)
         body = RayBody(
@@ -149,6 +156,7 @@ class RayExecutor:
             run_epoch=self._run_epoch,
             limits=limits,
             input_root=input_root,
+            changes=changes,
             lost_errors=lost,
             cancel=self._cancel,
         )

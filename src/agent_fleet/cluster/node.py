@@ -1,8 +1,8 @@
 """What runs on each node of the Ray cluster: a node worker, an async actor that runs many attempts.
 
-Each attempt (an :class:`~agent_fleet.dispatch.ray_workers.AttemptOrder`) is the built-in harness,
+Each attempt (an :class:`~agent_fleet.cluster.workers.AttemptOrder`) is the built-in harness,
 woken from the session's log in the run's PostgreSQL store, its model calls going to the run's one
-gateway service with the session's harness token (:mod:`agent_fleet.spend.remote`) — no provider key
+gateway service with the session's harness token (:mod:`agent_fleet.spend.gateway_client`) — no provider key
 ever reaches a node — and its hands (the partition's tools, sandboxes included) built here, on the
 node that runs the harness. Every write of an attempt carries the run's lease epoch and the
 attempt's own fence (:data:`~agent_fleet.session.lease.attempt_fence`): once the engine declares the
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet.brain.harness import Harness
+from agent_fleet.cluster.workers import AttemptOrder, error_answer
 from agent_fleet.config import FleetConfig
-from agent_fleet.dispatch.ray_workers import AttemptOrder, error_answer
-from agent_fleet.hands.port import Hands
+from agent_fleet.hands.port import Hands, WorkspaceChanges
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import LocalSandboxProvider, SandboxConfig
 from agent_fleet.hands.shell import RUN_COMMAND
@@ -35,7 +35,7 @@ from agent_fleet.hands.web import EgressPolicy
 from agent_fleet.session.lease import attempt_fence
 from agent_fleet.session.store import open_store
 from agent_fleet.spend.factory import price_table
-from agent_fleet.spend.remote import GatewayClient
+from agent_fleet.spend.gateway_client import GatewayClient
 
 __all__ = ["NodeSetup", "NodeWorkerActor"]
 
@@ -59,7 +59,7 @@ class NodeWorkerActor:
         self._setup = setup
         self._store: Any = None
         self._client: GatewayClient | None = None
-        self._toolboxes: dict[str | None, Toolbox] = {}
+        self._toolboxes: dict[tuple[str | None, WorkspaceChanges | None], Toolbox] = {}
         self._opening = asyncio.Lock()
         self.attempts = 0
 
@@ -95,9 +95,10 @@ class NodeWorkerActor:
         except Exception as exc:
             return error_answer(exc)
         assert self._client is not None
-        box = self._toolboxes.get(order.input_root)
+        key = (order.input_root, order.changes)
+        box = self._toolboxes.get(key)
         if box is None:
-            box = self._toolboxes[order.input_root] = _toolbox(self._setup, order.input_root)
+            box = self._toolboxes[key] = _toolbox(self._setup, order.input_root, order.changes)
         self.attempts += 1
         store = self._store
         store.fence(order.run_id, order.run_epoch)
@@ -123,11 +124,14 @@ class NodeWorkerActor:
             await self._store.close()
 
 
-def _toolbox(setup: NodeSetup, input_root: str | None) -> Toolbox:
+def _toolbox(setup: NodeSetup, input_root: str | None, changes: WorkspaceChanges | None = None) -> Toolbox:
     """The partition's tools on this node: files from the input root (the node must see it, e.g. a
-    shared file system), sandboxes under this node's temp directory when fleet.yaml asks for them."""
+    shared file system), sandboxes under this node's temp directory when fleet.yaml asks for them or
+    the run keeps changes (worktrees of the run's base, edited on this node: the node captures a
+    session's change into its log before the sandbox goes)."""
     hands = setup.config.hands
-    wants = hands.files == "sandbox" or any(RUN_COMMAND.name in names for names in hands.tools.values())
+    edits = changes is not None  # its sessions edit worktrees of the run's base
+    wants = edits or hands.files == "sandbox" or any(RUN_COMMAND.name in names for names in hands.tools.values())
     sandboxes = None
     if wants:
         base = Path(hands.sandbox_root or Path(tempfile.gettempdir()) / f"agent-fleet-{os.geteuid()}")
@@ -147,4 +151,6 @@ def _toolbox(setup: NodeSetup, input_root: str | None) -> Toolbox:
         mcp=None,
         shell=False,
         files_in_sandbox=hands.files == "sandbox",
+        edits=edits,
+        changes=changes,
     )

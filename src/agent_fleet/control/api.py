@@ -24,8 +24,8 @@ from agent_fleet.control.schema import BudgetRaise, RunCreate, openapi_document
 from agent_fleet.control.teams import Caller, TeamTokens
 from agent_fleet.control.views import run_detail, run_results, run_row
 from agent_fleet.domain.events import EventType
-from agent_fleet.engine import load_run
-from agent_fleet.errors import FleetError, RunOwned, SessionNotFound
+from agent_fleet.engine import load_run, run_changes_view
+from agent_fleet.errors import FleetError, Refused, RunOwned, SessionNotFound
 from agent_fleet.options import RunOptions, budget_event_data
 
 __all__ = ["ACCESS_KEY", "HOST_KEY", "TOKENS_KEY", "Access", "Mount", "build_app", "request_caller"]
@@ -77,6 +77,8 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return error_response(404, "not_found", str(exc))
     except (RunConflict, RunOwned) as exc:
         return error_response(409, "conflict", str(exc))
+    except Refused as exc:
+        return error_response(403, "forbidden", str(exc))
     except FleetError as exc:
         return error_response(400, "invalid_request", str(exc))
     except Exception:
@@ -115,11 +117,16 @@ def request_caller(request: web.Request) -> Caller:
 _caller = request_caller
 
 
+_MAX_INT = 2**63 - 1
+
+
 async def _body(request: web.Request, model: type[BaseModel]) -> Any:
     try:
         data = json.loads(await request.read() or b"null")
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "invalid_request", "the body is not JSON") from None
+    except RecursionError:  # arrays or objects nested deeper than the parser goes: no request of ours
+        raise ApiError(400, "invalid_request", "the body is nested too deeply") from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -138,7 +145,7 @@ def _int(request: web.Request, name: str, default: int, minimum: int = 0) -> int
         raise ApiError(400, "invalid_request", f"{name}: must be an integer") from None
     if value < minimum:
         raise ApiError(400, "invalid_request", f"{name}: must be at least {minimum}")
-    return value
+    return min(value, _MAX_INT)  # beyond the store's 64-bit integers every position is past the end
 
 
 async def _visible_run(request: web.Request) -> tuple[str, RunOptions]:
@@ -176,13 +183,8 @@ async def _list_runs(request: web.Request) -> web.Response:
 
 async def _create_run(request: web.Request) -> web.Response:
     host = request.app[HOST_KEY]
-    caller = _caller(request)
     body: RunCreate = await _body(request, RunCreate)
-    options = body.options(caller.team)
-    queue = host.local_queue(options.queue)
-    if not caller.may_use(queue):
-        raise ApiError(403, "forbidden", f"team {caller.team} may not use queue {queue}")
-    run_id = await host.submit(options)
+    run_id = await host.submit(body.options(), _caller(request), items=body.items)
     return web.json_response({"run_id": run_id, "status": "running"}, status=202)
 
 
@@ -210,6 +212,11 @@ async def _results(request: web.Request) -> web.Response:
     offset = _int(request, "offset", 0)
     limit = min(_int(request, "limit", 1000, 1), _MAX_LIMIT)
     return web.json_response(await run_results(request.app[HOST_KEY], run_id, options, offset, limit))
+
+
+async def _changes(request: web.Request) -> web.Response:
+    run_id, _ = await _visible_run(request)
+    return web.json_response(await run_changes_view(request.app[HOST_KEY].engine.log, run_id))
 
 
 async def _budget(request: web.Request) -> web.Response:
@@ -252,6 +259,14 @@ async def _queues(request: web.Request) -> web.Response:
     return web.json_response(snapshot)
 
 
+async def _teams(request: web.Request) -> web.Response:
+    """The caller's team (the admin: every team) and what it has spent, every call of all its runs."""
+    host = request.app[HOST_KEY]
+    caller = _caller(request)
+    names = sorted(host.config.teams) if caller.admin else [t for t in [caller.team] if t is not None]
+    return web.json_response({"teams": [host.team_figures(name) for name in names]})
+
+
 Mount = Callable[[web.Application, FleetHost], None]
 
 
@@ -267,10 +282,12 @@ def build_app(host: FleetHost, tokens: TeamTokens, *, mount: Mount | None = None
     app.router.add_get("/v1/runs/{run_id}", _get_run)
     app.router.add_get("/v1/runs/{run_id}/events", _events)
     app.router.add_get("/v1/runs/{run_id}/results", _results)
+    app.router.add_get("/v1/runs/{run_id}/changes", _changes)
     app.router.add_post("/v1/runs/{run_id}/budget", _budget)
     app.router.add_post("/v1/runs/{run_id}/cancel", _cancel)
     app.router.add_post("/v1/runs/{run_id}/resume", _resume)
     app.router.add_get("/v1/queues", _queues)
+    app.router.add_get("/v1/teams", _teams)
     if mount is not None:  # the observe plane's app (dashboard, /metrics) goes here
         mount(app, host)
     return app

@@ -6,40 +6,58 @@ carries their JSON Schemas. Every error is ``{"error": {"type", "message"}}`` (:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_fleet.options import RunOptions
+from agent_fleet.control.inputs import MAX_ITEMS
+from agent_fleet.errors import UsageError
+from agent_fleet.options import DEFAULT_MODEL, RunOptions
 
 __all__ = ["ERROR_SCHEMA", "BudgetRaise", "RunCreate", "openapi_document"]
 
 
+_MAX_AGENTS = 100_000
+
+
 class RunCreate(BaseModel):
     """A run, as ``deploy``'s options give it. The server's fleet.yaml, provider, output directory
-    and worker commands apply; ``input_path`` is under the server's working directory."""
+    and worker commands apply; ``input_path`` (relative: to the server's working directory) must lie in
+    the caller's input folders, or ``items`` (a list: strings one per line, anything else one JSON record
+    per line) are written by the server as the run's input. Values are checked by the one check
+    ``deploy`` runs, so a refusal says what ``deploy`` would."""
 
     model_config = ConfigDict(extra="forbid")
 
-    task: str = Field(min_length=1, pattern=r"\S")
+    task: str
     input_path: str | None = Field(default=None, min_length=1)
-    agents: int = Field(default=10, ge=1, le=100_000)
-    budget_tokens: int | None = Field(default=None, ge=1)
-    budget_usd: str | None = Field(default=None, pattern=r"^\$?[0-9]+(\.[0-9]+)?$")
-    timeout: float | None = Field(default=None, gt=0, le=86_400 * 7)
-    model: str = Field(default="gpt-4.1-mini", min_length=1)
+    items: list[Any] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS)
+    agents: int = Field(default=10, json_schema_extra={"minimum": 1, "maximum": _MAX_AGENTS})
+    budget_tokens: int | None = Field(default=None, json_schema_extra={"minimum": 1})
+    budget_usd: str | None = Field(default=None, examples=["0.50"])
+    timeout: float | None = Field(default=None, json_schema_extra={"exclusiveMinimum": 0})
+    model: str = Field(default=DEFAULT_MODEL, min_length=1)
     queue: str | None = Field(default=None, min_length=1)
     priority: str | None = Field(default=None, min_length=1)
-    max_turns: int = Field(default=0, ge=0)
-    max_tokens: int = Field(default=4096, ge=1)
+    requests: dict[str, str] | None = Field(default=None, examples=[{"cpu": "2", "memory": "1Gi"}])
+    max_turns: int = Field(default=0, json_schema_extra={"minimum": 0})
+    # None: fleet.yaml's models[].max_tokens, else 4096
+    max_tokens: int | None = Field(default=None, json_schema_extra={"minimum": 1})
+    temperature: float | None = Field(default=None, json_schema_extra={"minimum": 0, "maximum": 2})
+    seed: int | None = None
     max_attempts: int = Field(default=3, ge=1, le=100)
-    embedder: Literal["auto", "lexical", "minilm", "provider"] = "auto"
+    embedder: str = Field(default="auto", examples=["auto", "lexical", "minilm", "fast", "provider"])
     embedding_model: str | None = Field(default=None, min_length=1)
+    dedup_scope: str | None = Field(default=None, examples=["auto", "global", "item", "none"])
+    dedup_threshold: float | None = Field(default=None, json_schema_extra={"exclusiveMinimum": 0, "maximum": 1})
 
-    def options(self, team: str | None) -> RunOptions:
-        data = self.model_dump()
+    def options(self, team: str | None = None) -> RunOptions:
+        """``deploy``'s options (UsageError with ``deploy``'s words for a bad value); ``items`` aside."""
+        data = self.model_dump(exclude={"items"})
         if data["budget_usd"] is not None:
-            data["budget_usd"] = data["budget_usd"].lstrip("$")
+            data["budget_usd"] = data["budget_usd"].strip().lstrip("$")
+        if data["agents"] > _MAX_AGENTS:
+            raise UsageError(f"--agents must be at most {_MAX_AGENTS} on a server, got {data['agents']}")
         return RunOptions(**data, team=team)
 
 
@@ -128,11 +146,15 @@ def openapi_document() -> dict[str, Any]:
                     "The run's results (unique once it ended)", params=[*run, _query("offset"), _query("limit", 1)]
                 )
             },
+            "/v1/runs/{run_id}/changes": {
+                "get": _op("The code changes the run's sessions made, and whether each was merged", params=run)
+            },
             "/v1/runs/{run_id}/budget": {
                 "post": _op("Raise the run's or a session's caps", body="BudgetRaise", params=run)
             },
             "/v1/runs/{run_id}/cancel": {"post": _op("Stop a live run (resumable)", ok=202, params=run)},
             "/v1/runs/{run_id}/resume": {"post": _op("Continue a run from its log", ok=202, params=run)},
             "/v1/queues": {"get": _op("Admission: the caller's ClusterQueues, admitted and pending")},
+            "/v1/teams": {"get": _op("The caller's team (the admin: every team): its budget and what it spent")},
         },
     }

@@ -73,7 +73,8 @@ async def serve(
     env = os.environ if env is None else env
     config = await asyncio.to_thread(load_config, config_path)
     tokens = TeamTokens(config.teams, env)  # a missing token variable stops the start, before anything opens
-    async with FleetHost.open(store_url=store_url, config_path=config_path, env=env) as fleet:
+    protect = tuple(p for p in (tls_cert, tls_key) if p)  # never an input, as the store and fleet.yaml
+    async with FleetHost.open(store_url=store_url, config_path=config_path, env=env, protect=protect) as fleet:
         for run_id in await fleet.recover():  # runs a killed server (or a crashed deploy) left live
             _logger.warning("resumed run %s: its process is gone", run_id)
         server = AppServer(access_log=_logger)

@@ -8,11 +8,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.aggregate.live import snapshot_key
 from agent_fleet.control.host import FleetHost
+from agent_fleet.domain.decode import decode_as
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
+from agent_fleet.domain.payloads import ResultRecorded
+from agent_fleet.engine import read_run_figures, snapshot_key
 from agent_fleet.errors import SessionNotFound
-from agent_fleet.observe.summary import read_run_figures
 from agent_fleet.options import RunOptions
 
 __all__ = ["run_detail", "run_results", "run_row"]
@@ -89,7 +90,10 @@ async def run_results(host: FleetHost, run_id: str, options: RunOptions, offset:
         items = await asyncio.to_thread(_read_jsonl, Path(options.out_dir) / "results.jsonl")
     final = items is not None
     if items is None:
-        items = [e.data for e in await host.engine.log.events_of_run(run_id, [EventType.RESULT_ITEM])]
+        found = [
+            decode_as(e, ResultRecorded) for e in await host.engine.log.events_of_run(run_id, [EventType.RESULT_ITEM])
+        ]
+        items = [dict(r.record) for r in found if r is not None]
     return {
         "run_id": run_id,
         "final": final,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from agent_fleet._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from agent_fleet.decompose.options import DecomposeOptions, estimate_tokens
+    from agent_fleet.decompose.decompose_options import DecomposeOptions, estimate_tokens
     from agent_fleet.decompose.planner import DIRECTORY_TOOLS, URL_TOOLS, decompose, plan_source
     from agent_fleet.decompose.read import read_items
     from agent_fleet.decompose.source import InputSource
@@ -34,10 +34,10 @@ __getattr__ = lazy_exports(
     {
         "DIRECTORY_TOOLS": "agent_fleet.decompose.planner",
         "URL_TOOLS": "agent_fleet.decompose.planner",
-        "DecomposeOptions": "agent_fleet.decompose.options",
+        "DecomposeOptions": "agent_fleet.decompose.decompose_options",
         "InputSource": "agent_fleet.decompose.source",
         "decompose": "agent_fleet.decompose.planner",
-        "estimate_tokens": "agent_fleet.decompose.options",
+        "estimate_tokens": "agent_fleet.decompose.decompose_options",
         "plan_source": "agent_fleet.decompose.planner",
         "read_items": "agent_fleet.decompose.read",
     },

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pathspec import GitIgnoreSpec
 
-from agent_fleet.decompose.options import DecomposeOptions
+from agent_fleet.decompose.decompose_options import DecomposeOptions
 from agent_fleet.decompose.source import InputSource
 from agent_fleet.domain.plan import InputKind
 from agent_fleet.errors import InputError

@@ -12,7 +12,7 @@ import json
 import math
 from pathlib import Path
 
-from agent_fleet.decompose.options import DecomposeOptions
+from agent_fleet.decompose.decompose_options import DecomposeOptions
 from agent_fleet.decompose.source import InputSource
 from agent_fleet.domain.plan import InputKind
 from agent_fleet.errors import InputError

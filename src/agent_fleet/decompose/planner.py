@@ -20,8 +20,8 @@ from itertools import pairwise
 from pathlib import Path
 
 from agent_fleet.decompose.cuts import balanced_cuts, prefix_sums
+from agent_fleet.decompose.decompose_options import DecomposeOptions
 from agent_fleet.decompose.layout import common_directory, cut_costs
-from agent_fleet.decompose.options import DecomposeOptions
 from agent_fleet.decompose.read import read_items
 from agent_fleet.decompose.source import InputSource
 from agent_fleet.decompose.task_items import items_in_task

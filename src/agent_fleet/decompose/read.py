@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent_fleet.decompose.codebase import read_codebase
+from agent_fleet.decompose.decompose_options import DecomposeOptions
 from agent_fleet.decompose.lists import read_csv, read_jsonl, read_lines
-from agent_fleet.decompose.options import DecomposeOptions
 from agent_fleet.decompose.source import InputSource
 from agent_fleet.domain.plan import InputKind
 from agent_fleet.errors import InputError

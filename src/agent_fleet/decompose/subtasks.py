@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_fleet.decompose.options import DecomposeOptions
+from agent_fleet.decompose.decompose_options import DecomposeOptions
 from agent_fleet.decompose.planner import plan_source
 from agent_fleet.decompose.source import InputSource
 from agent_fleet.decompose.task_items import items_in_task

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent_fleet.brain.port import Limits
 from agent_fleet.capacity import Permit
@@ -61,6 +62,9 @@ class DispatchOptions:
     check_interval: float = 1.0  # seconds between health rounds (heartbeats, hung, at-risk)
     # sessions of the built-in harness starting at once, from waking to their first model call (starts.py)
     start_ahead: int = 64
+    # sessions of the built-in harness woken at once, from waking to leaving their slot (starts.py);
+    # None: every admitted session
+    resident: int | None = None
     limits: Limits = field(default_factory=Limits)
 
 
@@ -104,7 +108,9 @@ class Live:
     lease: Lease | None = None  # current lease (None: waiting for a worker)
     task: asyncio.Task[SessionOutcome] | None = None  # the running attempt
     progress: Progress | None = None
-    waiter: asyncio.Task[Lease] | None = None  # waiting for a worker, in a task preemption can cancel
+    # waiting for a worker or a resident place, in a task preemption can cancel
+    waiter: asyncio.Future[Any] | None = None
+    residence: Permit | None = None  # its resident place (starts.Residence), while it holds one
     moved: Reassignment | None = None  # the health check took this attempt's lease
     preempt_reason: str | None = None
     preempted_by: str | None = None

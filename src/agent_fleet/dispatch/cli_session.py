@@ -9,8 +9,9 @@ the session's own token — never a provider key. What the session log records:
   usage and list-price cost the gateway metered. :class:`CallRecorder` writes it before the CLI gets
   its answer, so spend survives a crash, and the run summary and budgets count CLI agents exactly
   like built-in ones (the summary is folded from the log);
-* on success, the result items and ``session_completed`` ``{summary, results, exit_code, reported}``
-  in one atomic append (``reported`` is the usage and cost the CLI printed itself). A failed
+* on success, the result items, the session's ``change`` (what it changed in its worktree, in a run
+  that keeps changes) and ``session_completed`` ``{summary, results, exit_code, reported}`` in one
+  atomic append (``reported`` is the usage and cost the CLI printed itself). A failed
   attempt records no result, so a reassigned session is never run twice to completion;
 * a call refused on budget: the command is stopped (it gets a moment to exit by itself, so a CLI
   that retries is not left hammering the gateway) and ``session_paused`` ``{reason: "budget"}``;
@@ -40,9 +41,11 @@ from agent_fleet.brain.port import SessionView
 from agent_fleet.dispatch.runner import Attempt, AttemptFailed
 from agent_fleet.domain.accounts import AccountScope
 from agent_fleet.domain.attempts import AttemptKind
+from agent_fleet.domain.decode import decode_as
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatResponse
 from agent_fleet.domain.outcomes import Outcome, SessionOutcome
+from agent_fleet.domain.payloads import CliState as CliStateRecorded
 from agent_fleet.domain.usage import Usage
 from agent_fleet.hands.port import CliAgent, CliOutcome, CliState, GatewayAccess
 from agent_fleet.session.port import SessionLog
@@ -213,6 +216,8 @@ class CliSessions:
         if out.cost_usd is not None:
             reported["cost_usd"] = str(out.cost_usd)
         events: list[tuple[str, dict[str, Any]]] = [(EventType.RESULT_ITEM, item.to_dict()) for item in out.items]
+        if out.change is not None:
+            events.append((EventType.CHANGE, out.change))
         done = {
             "summary": f"CLI agent reported {len(out.items)} result(s)",
             "results": len(out.items),
@@ -234,6 +239,7 @@ class CliSessions:
 def last_cli_state(events: list[Event] | tuple[Event, ...]) -> CliState | None:
     """What the session's last unfinished attempt left of the CLI's conversation, if anything."""
     for ev in reversed(events):
-        if ev.type == EventType.CLI_STATE:
-            return CliState.from_dict(ev.data)
+        recorded = decode_as(ev, CliStateRecorded)
+        if recorded is not None:
+            return CliState.from_dict(dict(recorded.record))
     return None

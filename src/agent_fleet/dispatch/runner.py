@@ -44,7 +44,7 @@ import logging
 from collections.abc import Callable
 
 from agent_fleet.brain.port import BrainFactory
-from agent_fleet.capacity import CapacityFull
+from agent_fleet.capacity import Capacity, CapacityFull, P
 from agent_fleet.clock import Clock, RealClock, timeout
 from agent_fleet.dispatch.attempt import (
     BACKOFF,
@@ -64,7 +64,7 @@ from agent_fleet.dispatch.health import HealthConfig
 from agent_fleet.dispatch.pool import Reassignment, WorkerPool, WorkerSpec
 from agent_fleet.dispatch.port import Interposer, Lease
 from agent_fleet.dispatch.slots import SessionSlots
-from agent_fleet.dispatch.starts import StartGate
+from agent_fleet.dispatch.starts import Residence, StartGate
 from agent_fleet.dispatch.watch import Progress, TurnBoundary, WatchedGateway, WatchedHands, WatchedLog
 from agent_fleet.domain.attempts import SESSION_FAULTS, WORKER_FAULTS, AttemptKind
 from agent_fleet.domain.events import EventType
@@ -121,6 +121,8 @@ class Dispatcher:
         self._body: SessionBody = body or self._run_harness
         # CLI agents call the gateway service, not this gateway: their first call is not seen here
         self._starts = StartGate(self._opts.start_ahead) if body is None else None
+        resident = self._opts.resident
+        self._resident = Residence(resident) if body is None and resident is not None else None
         self._interpose = interpose
         self._live: dict[str, Live] = {}
         self._restored: set[str] = set()
@@ -231,6 +233,8 @@ class Dispatcher:
                 self._live.pop(sid, None)
                 if live.lease is not None:  # a backup that no attempt used
                     self.pool.release(live.lease)
+                if live.residence is not None and self._resident is not None:
+                    self._resident.release(live.residence)
                 self.stats.active -= 1
                 self._slots.release(slot)
             if end.outcome is not None:
@@ -246,11 +250,14 @@ class Dispatcher:
         while True:
             if live.preempt_reason is not None:
                 return await self._preempted(sid, live)
-            if live.lease is None:
-                try:
+            try:
+                if live.residence is None and self._resident is not None:
+                    live.residence = await self._waited(sid, live, self._resident)
+                    self._resident.mark_used(live.residence)
+                if live.lease is None:
                     live.lease = await self._take_lease(sid, live)
-                except Preempted:
-                    return await self._preempted(sid, live)
+            except Preempted:
+                return await self._preempted(sid, live)
             leave = await self._enter_start(sid)
             if live.preempt_reason is not None:
                 leave()
@@ -305,24 +312,31 @@ class Dispatcher:
 
     async def _take_lease(self, sid: str, live: Live) -> Lease:
         """A worker for the session, waiting in FIFO order while none is free."""
-        try:
-            return self.pool.acquire_nowait(sid)
-        except CapacityFull:
-            pass
-        waiter = live.waiter = asyncio.ensure_future(self.pool.acquire(sid))  # awaited right here
         self.stats.waiting_for_worker += 1
         try:
-            return await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self.pool.release(waiter.result())  # granted in the same instant: give it back
-            me = asyncio.current_task()
-            if live.preempt_reason is not None and not (me is not None and me.cancelling()):
-                raise Preempted from None
-            raise
+            return await self._waited(sid, live, self.pool)
         finally:
-            live.waiter = None
             self.stats.waiting_for_worker -= 1
+
+    async def _waited(self, sid: str, live: Live, capacity: Capacity[P]) -> P:
+        """A permit of ``capacity`` for the session, waiting in FIFO order while none is free; the
+        wait is ``live.waiter``, which preemption cancels (then :class:`Preempted` is raised)."""
+        try:
+            permit = capacity.acquire_nowait(sid)
+        except CapacityFull:
+            waiter = live.waiter = asyncio.ensure_future(capacity.acquire(sid))  # awaited right here
+            try:
+                permit = await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                    capacity.release(waiter.result())  # granted in the same instant: give it back
+                me = asyncio.current_task()
+                if live.preempt_reason is not None and not (me is not None and me.cancelling()):
+                    raise Preempted from None
+                raise
+            finally:
+                live.waiter = None
+        return permit
 
     async def _attempt(
         self, sid: str, partition: Partition, number: int, live: Live, first_call: Callable[[], None]

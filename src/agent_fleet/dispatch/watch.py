@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from agent_fleet.domain.events import Event, EventType
 from agent_fleet.domain.model import ChatRequest, ChatResponse, ToolSpec
 from agent_fleet.domain.usage import Usage
-from agent_fleet.hands.port import Hands, ToolOutput
+from agent_fleet.hands.port import ChangeSource, Hands, Replays, ToolOutput
 from agent_fleet.session.port import ForwardingLog, SessionLog
 from agent_fleet.spend.port import ModelGateway
 
@@ -188,6 +188,14 @@ class WatchedHands:
     async def execute(self, name: str, input: dict[str, Any]) -> ToolOutput:
         with self._progress.bounded_wait():
             return await self._inner.execute(name, input)
+
+    def replay(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        if isinstance(self._inner, Replays):
+            self._inner.replay(calls)
+
+    async def change(self) -> dict[str, Any] | None:
+        inner = self._inner
+        return await inner.change() if isinstance(inner, ChangeSource) else None
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -18,45 +18,44 @@ __all__ = ["Event", "EventType", "SessionRecord", "SessionState", "project_state
 
 
 class EventType(StrEnum):
+    """What an event records; the payload of each is a type of :mod:`agent_fleet.domain.payloads`."""
+
     # run stream
-    RUN_CREATED = "run_created"  # {task, input, options}
-    PLAN = "plan"  # {plan}
+    RUN_CREATED = "run_created"
+    PLAN = "plan"
     RUN_RESUMED = "run_resumed"
     RUN_INTERRUPTED = "run_interrupted"
     RUN_PAUSED = "run_paused"
-    RUN_COMPLETED = "run_completed"  # {summary}
-    RUN_FAILED = "run_failed"  # {error}
-    VERIFICATION = "verification"  # {report, verdicts, skipped, model, calls, usage, cost_usd}
-    EMBEDDINGS = "embeddings"  # {calls, usage, cost_usd}: provider embeddings spent since the last one
+    RUN_COMPLETED = "run_completed"
+    RUN_FAILED = "run_failed"
+    VERIFICATION = "verification"
+    EMBEDDINGS = "embeddings"
+    CHANGES_INTEGRATED = "changes_integrated"
     # agent session stream
-    SESSION_CREATED = "session_created"  # {run_id, partition_id, index, ...}
-    SESSION_QUEUED = "session_queued"
-    SESSION_ADMITTED = "session_admitted"
+    SESSION_CREATED = "session_created"
     SESSION_STARTED = "session_started"
-    MODEL_REQUEST = "model_request"  # {turn, model}
-    MODEL_RESPONSE = "model_response"  # {turn, response: ChatResponse.to_dict()}
-    MODEL_ERROR = "model_error"  # {turn, error, status}
-    # {turn, request_seq, usage, cost_usd}: a request found unanswered on wake, charged at its reservation
-    # (the provider may have answered and billed it) before it is sent again
+    MODEL_REQUEST = "model_request"
+    MODEL_RESPONSE = "model_response"
+    MODEL_ERROR = "model_error"
     MODEL_RESENT = "model_resent"
-    # {turn, from_turn, through_turn, summary, response: ChatResponse.to_dict(), tokens_before, tokens_after}:
-    # turns summarised by one metered model call to keep the requests inside the context window
     CONTEXT_COMPACTED = "context_compacted"
-    TOOL_CALL = "tool_call"  # {call_id, name, arguments}
-    TOOL_RESULT = "tool_result"  # {call_id, output, is_error}
-    RESULT_ITEM = "result_item"  # ResultItem.to_dict()
-    SESSION_PAUSED = "session_paused"  # {reason}
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    RESULT_ITEM = "result_item"
+    SESSION_PAUSED = "session_paused"
     SESSION_RESUMED = "session_resumed"
-    SESSION_PREEMPTED = "session_preempted"  # {reason, by}
-    ATTEMPT_FAILED = "attempt_failed"  # {attempt, kind: timeout|provider, error}
-    SESSION_FAILED = "session_failed"  # {error}
-    SESSION_COMPLETED = "session_completed"  # {summary}
-    BUDGET_RAISED = "budget_raised"  # {tokens?, usd?}
-    ROUTE = "route"  # {model, reason}
-    ALARM = "alarm"  # {kind, message, ...}: verification agreement, decision shape (kind "shape.*")
-    REVIEW_DECISION = "review_decision"  # {item, kind, subject, decision: approve|reject, note}: run stream
-    MODEL_DEMOTED = "model_demoted"  # {model, name, reasons, signals}: the router avoids it for new sessions
-    CLI_STATE = "cli_state"  # {format, cli_session_id, workdir, files, bytes}: a CLI agent's own conversation
+    SESSION_PREEMPTED = "session_preempted"
+    ATTEMPT_FAILED = "attempt_failed"
+    SESSION_FAILED = "session_failed"
+    SESSION_COMPLETED = "session_completed"
+    BUDGET_RAISED = "budget_raised"
+    ROUTE = "route"
+    ALARM = "alarm"
+    REVIEW_DECISION = "review_decision"
+    MODEL_DEMOTED = "model_demoted"
+    CLI_STATE = "cli_state"
+    CHANGE = "change"
+    CHECK = "check"
 
 
 class SessionState(StrEnum):
@@ -82,8 +81,6 @@ _TRANSITIONS: dict[str, SessionState] = {
     EventType.RUN_COMPLETED: SessionState.COMPLETED,
     EventType.RUN_FAILED: SessionState.FAILED,
     EventType.SESSION_CREATED: SessionState.CREATED,
-    EventType.SESSION_QUEUED: SessionState.QUEUED,
-    EventType.SESSION_ADMITTED: SessionState.RUNNING,
     EventType.SESSION_STARTED: SessionState.RUNNING,
     EventType.SESSION_RESUMED: SessionState.RUNNING,
     EventType.SESSION_PAUSED: SessionState.PAUSED,
@@ -105,6 +102,9 @@ class Event:
     type: str
     time: float  # wall-clock seconds since the epoch
     data: dict[str, Any] = field(default_factory=dict)
+    # the payload, once :func:`agent_fleet.domain.payloads.decode` has read ``data`` (a cache: never
+    # compared, never stored)
+    decoded: object = field(default=None, init=False, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "seq": self.seq, "type": self.type, "time": self.time, "data": self.data}

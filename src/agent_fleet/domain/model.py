@@ -42,6 +42,9 @@ class ChatRequest:
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 4096
     temperature: float | None = None
+    seed: int | None = None
+    # auto | required | none; None: "auto" whenever tools are offered (a server may ignore tools otherwise)
+    tool_choice: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,14 +14,17 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from agent_fleet.clock import Clock
 from agent_fleet.cluster import check_store
 from agent_fleet.config import FleetConfig, load_config
 from agent_fleet.dispatch.slots import SessionSlots
+from agent_fleet.domain.accounts import AccountScope, queue_account
 from agent_fleet.engine.core import Engine, close_workforce
 from agent_fleet.engine.preflight import configured_queues
 from agent_fleet.engine.probe import check_provider
+from agent_fleet.engine.tallies import GroupOf, seed_tallies
 from agent_fleet.engine.workforce import Workforce
 from agent_fleet.errors import UsageError
 from agent_fleet.observe.telemetry import open_telemetry
@@ -78,7 +81,19 @@ async def open_engine(
         model=options.model,
         system="anthropic" if anthropic else "openai",
     ) as engine:
+        if config.budgets.queue_usd:  # a queue's dollars bind across its runs: what the store says they spent
+            await seed_tallies(engine.log, engine.gateway, _budgeted_queues(config))
         yield engine
+
+
+def _budgeted_queues(config: FleetConfig) -> GroupOf:
+    budgeted = {queue_account(q) for q in config.budgets.queue_usd}
+
+    def groups(created: Mapping[str, Any]) -> list[tuple[AccountScope, str]]:
+        queue = queue_account((created.get("options") or {}).get("queue"))
+        return [(AccountScope.QUEUE, queue)] if queue in budgeted else []
+
+    return groups
 
 
 @asynccontextmanager

@@ -13,37 +13,48 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 from agent_fleet.admission import AdmissionController, KueueObjects
-from agent_fleet.admission.slots import AdmissionSlots
 from agent_fleet.aggregate import (
     AggregateConfig,
     AggregateStats,
     Aggregator,
+    ItemIndex,
     choose_embedder,
     resolve_scope,
     write_outputs,
 )
 from agent_fleet.brain.harness import Harness
+from agent_fleet.changes.run_listing import html as changes_html
+from agent_fleet.changes.run_listing import listing, summary_block
+from agent_fleet.changes.run_listing import markdown as changes_markdown
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.config import FleetConfig
 from agent_fleet.dispatch.runner import Dispatcher, DispatchOptions, DispatchStats
 from agent_fleet.dispatch.slots import SessionSlots
-from agent_fleet.domain.accounts import AccountScope
+from agent_fleet.dispatch.starts import resident_places
+from agent_fleet.domain.accounts import AccountScope, queue_account
+from agent_fleet.domain.decode import decode
 from agent_fleet.domain.events import Event, EventType, SessionRecord
 from agent_fleet.domain.ids import new_run_id
+from agent_fleet.domain.payloads import Check
 from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
+from agent_fleet.engine.changes import record_base
 from agent_fleet.engine.embeddings import MeteredEmbeddings
 from agent_fleet.engine.limits import session_limits
 from agent_fleet.engine.planning import plan_event_data
-from agent_fleet.engine.preflight import admission_objects
+from agent_fleet.engine.preflight import admission_objects, session_slots
 from agent_fleet.engine.records import create_sessions, load_run, owner
 from agent_fleet.engine.report import (
+    CALL_TYPES,
+    SESSION_TYPES,
+    ReportReading,
     dispatch_sessions,
     fleet_snapshot,
     metered_models,
@@ -54,9 +65,9 @@ from agent_fleet.engine.report import (
 from agent_fleet.engine.run import DEFAULT_GRACE_S, RunCoordinator
 from agent_fleet.engine.workforce import Workforce
 from agent_fleet.hands.files import PartitionFiles
-from agent_fleet.hands.port import Hands, ToolOutput
-from agent_fleet.observe.metrics import FleetSnapshot, metrics_key, render
-from agent_fleet.observe.summary import run_figures
+from agent_fleet.hands.port import Hands, ToolOutput, WorkspaceChanges
+from agent_fleet.observe.metrics import FleetSnapshot, check_figures, metrics_key, render
+from agent_fleet.observe.summary import FIGURE_EVENTS
 from agent_fleet.options import RunOptions, RunReport, session_tokens
 from agent_fleet.session.lease import LeaseKeeper, LeaseStore
 from agent_fleet.session.port import SessionLog
@@ -119,6 +130,7 @@ class Engine:
         self._admission_source: dict[str, str] = {}  # run id → the controller they are of
         self._embeddings = MeteredEmbeddings(gateway)  # provider embeddings, recorded in the run's log
         self.gateway = gateway
+        self.gateway_source = uuid.uuid4().hex  # names this engine's one gateway in stored metrics
         self.clock = clock or RealClock()
         self.workforce = workforce  # worker pool, hands, CLI agents; closed by shutdown()
         self._slots_for = slots_for or self.default_slots
@@ -153,7 +165,7 @@ class Engine:
 
     def _heard(self, events: Sequence[Event]) -> None:
         """Every durable append: result items go to their run's coordinator (live deduplication)."""
-        if self._runs and any(e.type == EventType.RESULT_ITEM for e in events):
+        if self._runs and any(e.type in _COORDINATED for e in events):
             run = self._runs.get(events[0].session_id.rsplit(".", 1)[0])  # RUN.sNNNNN → RUN
             if run is not None:
                 run.heard(events)
@@ -161,7 +173,10 @@ class Engine:
             listener(events)
 
     # -- the parts a run is built from -----------------------------------------------------------
-    def aggregator_for(self, run_id: str, options: RunOptions) -> Aggregator:
+    def aggregator_for(self, run_id: str, options: RunOptions, plan: Plan | None = None) -> Aggregator:
+        """The run's aggregator: its embedder, its scope and threshold (``deploy``'s flags, else
+        fleet.yaml's ``aggregate``, else the defaults) and the plan's input items, which tell what each
+        result is about (aggregate/merge_scope.py)."""
         out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
         embed_session = f"{run_id}.embed"
         if options.embedder == "provider":
@@ -171,44 +186,73 @@ class Engine:
         embedder = choose_embedder(
             options.embedder, gateway=self._embeddings, model=options.embedding_model, session_id=embed_session
         )
-        input_kind = "directory" if options.input_path and Path(options.input_path).is_dir() else None
-        scope, why = resolve_scope(self.config.aggregate.dedup_scope, options.task, input_kind)
-        return Aggregator.for_run(out_dir, embedder, config=AggregateConfig(scope=scope, scope_reason=why))
+        settings = self.config.aggregate
+        scope, source = resolve_scope(options.dedup_scope, settings.dedup_scope)
+        threshold, threshold_source = options.dedup_threshold, "--dedup-threshold"
+        if threshold is None and settings.dedup_threshold is not None:
+            threshold, threshold_source = settings.dedup_threshold, "aggregate.dedup_threshold in fleet.yaml"
+        config = AggregateConfig(
+            scope=scope,
+            scope_reason=source,
+            items=ItemIndex.from_plan(plan),
+            threshold=threshold,
+            threshold_source=threshold_source if threshold is not None else "default",
+        )
+        return Aggregator.for_run(out_dir, embedder, config=config)
+
+    def assign(self, run_id: str, options: RunOptions) -> None:
+        """Charge every call of the run to its LocalQueue's account and, on ``serve``, its team's
+        (:mod:`agent_fleet.spend.groups`); before its first call (the planner's, when it has one)."""
+        team = options.team if options.team in self.config.teams else None
+        self.gateway.assign_run(run_id, queue=queue_account(options.queue), team=team)
 
     def slots_for(self, options: RunOptions) -> SessionSlots:
         return self._slots_for(options)
 
     def default_slots(self, options: RunOptions) -> SessionSlots:
-        """Admission per fleet.yaml ``queues:``; without it one ClusterQueue whose ``pods`` quota is
-        the run's concurrency (its number of agents)."""
+        """Admission per fleet.yaml ``queues:``; without it one ClusterQueue that holds the run's
+        concurrency (its number of agents) of sessions. Each session requests what
+        :func:`~agent_fleet.engine.preflight.session_requests` says."""
         controller = AdmissionController(self.queues or admission_objects(options, self.config), self.clock)
-        return AdmissionSlots(controller, queue=options.queue or "default", priority_class=options.priority)
+        return session_slots(controller, options, self.config)
 
     def dispatcher_for(
-        self, options: RunOptions, slots: SessionSlots, root: str | None, *, sessions: int
+        self,
+        options: RunOptions,
+        slots: SessionSlots,
+        root: str | None,
+        *,
+        sessions: int,
+        changes: WorkspaceChanges | None = None,
     ) -> Dispatcher:
-        """A run's dispatcher over this engine's log and gateway, with the workforce's parts."""
+        """A run's dispatcher over this engine's log and gateway, with the workforce's parts;
+        ``changes``: the run keeps its sessions' changes (their sandboxes are worktrees of its base)."""
         base = DispatchOptions(
             session_timeout=options.timeout,
             start_ahead=max(16, 2 * options.max_concurrency),  # enough to fill every gateway slot twice
+            resident=resident_places(options.max_concurrency),
             max_attempts=options.max_attempts,
             limits=session_limits(options, self.config),
         )
         wf = self.workforce
-        parts = wf.dispatch_parts(base, sessions=sessions, root=root) if wf is not None else {"options": base}
+        parts = (
+            wf.dispatch_parts(base, sessions=sessions, root=root, changes=changes)
+            if wf is not None
+            else {"options": base}
+        )
         return Dispatcher(
             log=self.log,
             gateway=self.gateway,
             brain=Harness,
-            hands_for=lambda p: self.hands_for(p, root),
+            hands_for=lambda p: self.hands_for(p, root, changes),
             slots=slots,
             clock=self.clock,
             **parts,
         )
 
-    def hands_for(self, partition: Partition, root: str | None) -> Hands:
+    def hands_for(self, partition: Partition, root: str | None, changes: WorkspaceChanges | None = None) -> Hands:
         if self.workforce is not None:
-            return self.workforce.hands_for(partition, root)
+            return self.workforce.hands_for(partition, root, changes)
         if partition.kind is InputKind.DIRECTORY and root is not None:
             return PartitionFiles(root, partition.items)
         return _NoHands()
@@ -218,13 +262,15 @@ class Engine:
         """The live figures behind ``fleet_*`` metrics."""
         run = self._runs.get(run_id)
         aggregator = run.aggregator if run is not None else None
+        checks = run.checks if run is not None else None
         return fleet_snapshot(
             run_id,
-            models=metered_models(self.gateway.meter.models),
+            models=metered_models(self.gateway.meter.run_models.get(run_id, {})),
             sessions=dispatch_sessions(self.stats(run_id)),
             dedup=aggregator.stats() if aggregator is not None else None,
             concurrency_limit=self.gateway.limiter.total,
             in_flight=self.gateway.statistics().in_flight,
+            checks=checks.figures() if checks is not None else None,
         )
 
     async def store_metrics(self, run_id: str, admission: bytes | None = None, *, source: str | None = None) -> bytes:
@@ -239,7 +285,11 @@ class Engine:
 
     async def _put_metrics(self, run_id: str, snapshot: FleetSnapshot) -> bytes:
         text = render(snapshot, admission=self._admission_metrics.get(run_id, b""))
-        stored = {"text": text.decode(), "admission_source": self._admission_source.get(run_id, "")}
+        stored = {
+            "text": text.decode(),
+            "admission_source": self._admission_source.get(run_id, ""),
+            "gateway_source": self.gateway_source,  # runs of one gateway share its one concurrency limit
+        }
         await self.log.put_snapshot(metrics_key(run_id), stored)
         return text
 
@@ -283,29 +333,45 @@ class Engine:
         run_id: str | None = None,
         forecast: dict[str, Any] | None = None,
         planner: dict[str, Any] | None = None,
+        via: str | None = None,
     ) -> str:
-        """Record the run and its plan in one append (``planner``: the call that planned it, if one did)."""
+        """Record the run and its plan in one append (``planner``: the call that planned it, if one did;
+        ``via``: what recorded it, when not the command line — ``serve`` resumes only its own); a run
+        recorded before its planner's call (:meth:`record_run`) gets its plan, and forecast, alone."""
         plan.check()
         run_id = run_id or new_run_id()
-        created = {
-            "forecast": forecast,
-            "task": options.task,
-            "input": options.input_path,
-            "options": options.to_dict(),
-            "owner": owner(),
-        }
-        await self.log.emit_events(
-            run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, plan_event_data(plan, planner))]
-        )
-        quality = self.config.supervision.quality
-        await create_sessions(self.log, self.gateway.router, run_id, plan, options, quality)
+        base = await record_base(plan)
+        planned = plan_event_data(plan, planner)
+        if base is not None:  # the run keeps its sessions' changes: every worktree starts here
+            planned["base"] = base.to_dict()
+        if await self.log.get_session(run_id) is not None:  # recorded before planning
+            await self.log.emit_events(run_id, [(EventType.PLAN, {**planned, "forecast": forecast})])
+        else:
+            created = {**self._created(options, via), "forecast": forecast}
+            await self.log.emit_events(run_id, [(EventType.RUN_CREATED, created), (EventType.PLAN, planned)])
+        await create_sessions(self.log, self.gateway.router, run_id, plan, options, self.config)
         self._just_created.add(run_id)
         return run_id
+
+    async def record_run(self, options: RunOptions, *, run_id: str, via: str | None = None) -> str:
+        """Record a run whose plan a model call is about to make (``planning: true``): the call then
+        belongs to a run that ``status`` lists and ``resume`` continues."""
+        created = {**self._created(options, via), "planning": True}
+        await self.log.emit_events(run_id, [(EventType.RUN_CREATED, created)])
+        return run_id
+
+    @staticmethod
+    def _created(options: RunOptions, via: str | None) -> dict[str, Any]:
+        created = {"task": options.task, "input": options.input_path, "options": options.to_dict(), "owner": owner()}
+        if via is not None:
+            created["via"] = via
+        return created
 
     # -- phases 2 and 3: one coordinator per run ---------------------------------------------------
     def coordinator(self, run_id: str, plan: Plan, options: RunOptions) -> RunCoordinator:
         """A new coordinator for the run; it carries over what an earlier dispatch of the run in this
         engine has clustered."""
+        self.assign(run_id, options)
         earlier = self._runs.get(run_id)
         fresh = run_id in self._just_created
         self._just_created.discard(run_id)
@@ -360,21 +426,39 @@ class Engine:
         *,
         status: str,
         sessions: list[SessionRecord],
-        events: list[Event],
+        reading: ReportReading,
         unique: list[ResultItem],
         agg: AggregateStats,
         verification: dict[str, Any] | None,
+        changes: dict[str, Any] | None = None,
+        patches: Mapping[str, bytes] | None = None,
     ) -> RunReport:
         """The run's outputs from the state built while it ran: summary.json, results.jsonl, report.md,
-        metrics.prom; its model signals and final metrics snapshot; its end event."""
+        metrics.prom; its model signals and final metrics snapshot; its end event. ``changes``: the
+        run's changes listing (``agent-fleet changes``), ``patches`` their patches by session.
+        ``reading``: what the report keeps of the run's results; the rest of the log is read one
+        group of event types at a time, each let go once folded, so the outputs are written without
+        the run's whole log in memory."""
         out_dir = Path(options.out_dir or Path(".fleet") / "runs" / run_id)
         review_config = self.config.supervision
         run_events = await self.log.get_events(run_id)
-        figures = run_figures(sessions, events, run_events)
+        figures = reading.ledger
+        for ev in run_events:
+            figures.fold_run(ev)
+        figures.count_sessions(sessions)
+        calls = await self.log.events_of_run(run_id, CALL_TYPES)
+        for ev in calls:
+            if ev.type in _FIGURE_TYPES:
+                figures.fold(ev)
+        signalled = [ev for ev in calls if ev.type in _SIGNAL_TYPES]
+        calls.clear()
+        await store_model_signals(self.log, run_id, signalled, run_events, now=time.time())
+        del signalled  # the model calls and tool calls: folded into the figures and the model signals
+        course = await self.log.events_of_run(run_id, SESSION_TYPES)
         run_rec = await self.log.get_session(run_id)
         created_at = run_rec.created_at if run_rec else time.time()
-        review = review_queue(run_id, run_events, events, review_config)
-        audit = decision_audit(run_events, events, review)
+        review = review_queue(run_id, run_events, [*reading.flagged, *course], review_config)
+        audit = decision_audit(run_events, course, review)
         summary = run_summary(
             run_id=run_id,
             status=status,
@@ -391,18 +475,28 @@ class Engine:
             audit=audit,
             run_events=run_events,
         )
-        await store_model_signals(self.log, run_id, events, run_events, now=time.time())
+        view = changes if changes is not None else listing(run_id, None, [], None)
+        summary["changes"] = summary_block(view)
         sessions_by_state = {str(k): v for k, v in figures.sessions.items()}
+        checked = [dict(p.record) for p in map(decode, course) if isinstance(p, Check)]
         final = fleet_snapshot(
             run_id,
             models=recorded_models(figures),
             sessions=sessions_by_state,
             dedup=agg,
             concurrency_limit=self.gateway.limiter.total,
+            checks=check_figures(checked) if options.check else None,
         )
         metrics_text = await self._put_metrics(run_id, final)
-        spans, sections = timeline(events, created_at), [audit_markdown(audit, review)]
-        await asyncio.to_thread(write_outputs, out_dir, summary, unique, timeline=spans, sections=sections)
+        spans = timeline(course, created_at)
+        course.clear()  # read: the outputs below are written from what was built from it
+        sections, html_sections = [audit_markdown(audit, review)], []
+        if plan.kind is InputKind.DIRECTORY:  # a codebase: what its sessions changed, or why that is not kept
+            sections.insert(0, changes_markdown(view, patches or {}))
+            html_sections.append(changes_html(view, patches or {}))
+        await asyncio.to_thread(
+            write_outputs, out_dir, summary, unique, timeline=spans, sections=sections, html_sections=html_sections
+        )
         await asyncio.to_thread((out_dir / "metrics.prom").write_bytes, metrics_text)
         end_type = _END_TYPES.get(status, EventType.RUN_FAILED)
         brief = {k: summary[k] for k in ("status", "results_raw", "results_unique", "dedup_rate", "cost_usd")}
@@ -434,6 +528,20 @@ class Engine:
         finally:
             await self._parts.aclose()
 
+
+_COORDINATED = frozenset({EventType.RESULT_ITEM, EventType.CHANGE})  # what a run's coordinator hears
+
+_FIGURE_TYPES = frozenset(FIGURE_EVENTS)  # what of CALL_TYPES the run's figures fold
+_SIGNAL_TYPES = frozenset(  # what of CALL_TYPES the model signals read
+    {
+        EventType.SESSION_CREATED,
+        EventType.ROUTE,
+        EventType.SESSION_STARTED,  # a session's model is counted from its start, as over the whole log
+        EventType.MODEL_RESPONSE,
+        EventType.TOOL_CALL,
+        EventType.TOOL_RESULT,
+    }
+)
 
 _END_TYPES = {
     "completed": EventType.RUN_COMPLETED,

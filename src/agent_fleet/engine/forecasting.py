@@ -10,11 +10,12 @@ from typing import Any
 
 from agent_fleet.aggregate.bands import classify_task
 from agent_fleet.config import FleetConfig
+from agent_fleet.domain.decode import decode
 from agent_fleet.domain.events import Event, EventType, SessionState
 from agent_fleet.domain.ids import session_id_for
-from agent_fleet.domain.model import ChatResponse
+from agent_fleet.domain.ledger import SessionLedger, Tally
+from agent_fleet.domain.payloads import Embeddings, ModelRequest, ModelResponse, Planned, RunCreated, Verification
 from agent_fleet.domain.plan import Plan
-from agent_fleet.domain.usage import Usage
 from agent_fleet.options import RunOptions
 from agent_fleet.session.port import SessionLog
 from agent_fleet.spend.factory import price_table
@@ -29,7 +30,8 @@ async def observed_latency(log: SessionLog, *, runs: int = 5) -> float | None:
     for run in await log.list_runs(limit=runs):
         asked: dict[tuple[str, int], float] = {}
         for ev in await log.events_of_run(run.session_id, [EventType.MODEL_REQUEST, EventType.MODEL_RESPONSE]):
-            key = (ev.session_id, int(ev.data.get("turn", 0)))
+            p = decode(ev)
+            key = (ev.session_id, p.turn if isinstance(p, ModelRequest | ModelResponse) else 0)
             if ev.type == EventType.MODEL_REQUEST:
                 asked[key] = ev.time
             elif key in asked:
@@ -71,38 +73,38 @@ async def learned_prior(
 
 def _run_overhead(stream: list[Event]) -> tuple[int, int, int]:
     """Calls and tokens a run spent outside its sessions: verification and provider embeddings."""
-    calls = inp = out = 0
+    spent = Tally()
     for ev in stream:
-        if ev.type in (EventType.VERIFICATION, EventType.EMBEDDINGS):
-            usage = Usage.from_dict(ev.data.get("usage"))
-            calls += int(ev.data.get("calls", 0))
-            inp += usage.input_tokens
-            out += usage.output_tokens
-    return calls, inp, out
+        p = decode(ev)
+        if isinstance(p, Verification | Embeddings):
+            spent.add(p.spent.usage, p.spent.cost_usd, p.spent.calls)
+    return spent.calls, spent.usage.input_tokens, spent.usage.output_tokens
 
 
 def _recorded(events: list[Event]) -> tuple[RunOptions, Plan] | None:
     options = plan = None
     for ev in events:
-        if ev.type == EventType.RUN_CREATED:
-            options = RunOptions.from_dict(ev.data["options"])
-        elif ev.type == EventType.PLAN:
-            plan = Plan.from_dict(ev.data["plan"])
+        p = decode(ev)
+        if isinstance(p, RunCreated):
+            options = RunOptions.from_dict(dict(p.options))
+        elif isinstance(p, Planned):
+            plan = Plan.from_dict(dict(p.plan))
     return None if options is None or plan is None else (options, plan)
 
 
 async def _session_samples(log: SessionLog, run_id: str, plan: Plan) -> list[SessionSample]:
     done = {r.session_id for r in await log.list_sessions(run_id) if r.state == SessionState.COMPLETED}
     size = {session_id_for(run_id, p.index): p.est_tokens for p in plan.partitions}
-    figures: dict[str, list[int]] = {sid: [0, 0, 0] for sid in done if sid in size}
+    ledgers = {sid: SessionLedger() for sid in done if sid in size}
     for ev in await log.events_of_run(run_id, [EventType.MODEL_RESPONSE]):
-        row = figures.get(ev.session_id)
-        if row is not None:
-            usage = ChatResponse.from_dict(ev.data["response"]).usage
-            row[0] += 1
-            row[1] += usage.input_tokens
-            row[2] += usage.output_tokens
-    return [SessionSample(size[sid], c, i, o) for sid, (c, i, o) in figures.items() if c > 0]
+        ledger = ledgers.get(ev.session_id)
+        if ledger is not None:
+            ledger.fold(ev)
+    return [
+        SessionSample(size[sid], led.calls, led.usage.input_tokens, led.usage.output_tokens)
+        for sid, led in ledgers.items()
+        if led.calls > 0
+    ]
 
 
 def forecast_for(

@@ -10,21 +10,32 @@ import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from agent_fleet.config import QualityPolicy
+from agent_fleet.config import FleetConfig, QualityPolicy
+from agent_fleet.domain.decode import decode
 from agent_fleet.domain.events import EventType
 from agent_fleet.domain.ids import session_id_for
+from agent_fleet.domain.payloads import ModelDemoted, Planned, RunCreated
 from agent_fleet.domain.plan import Partition, Plan
 from agent_fleet.errors import SessionNotFound, UsageError
-from agent_fleet.options import RunOptions
+from agent_fleet.options import DEFAULT_MAX_TOKENS, RunOptions, call_shape
 from agent_fleet.session.port import SessionLog
 from agent_fleet.spend.router import Router, demotions, estimate_difficulty
 from agent_fleet.supervise import recent_model_signals
 
-__all__ = ["create_sessions", "load_run", "owner"]
+__all__ = ["create_sessions", "load_run", "load_run_unplanned", "owner"]
 
 
 async def load_run(log: SessionLog, run_id: str) -> tuple[RunOptions, Plan]:
     """The options and the plan a run recorded."""
+    options, plan = await load_run_unplanned(log, run_id)
+    if plan is None:
+        raise UsageError(f"run {run_id!r} has no recorded plan")
+    return options, plan
+
+
+async def load_run_unplanned(log: SessionLog, run_id: str) -> tuple[RunOptions, Plan | None]:
+    """The options and the plan a run recorded; None for the plan of a run recorded before its planner's
+    call that has no plan yet (``resume`` plans it)."""
     try:
         state = await log.wake(run_id)
     except SessionNotFound:
@@ -33,12 +44,15 @@ async def load_run(log: SessionLog, run_id: str) -> tuple[RunOptions, Plan]:
         raise UsageError(f"{run_id!r} is an agent session, not a run")
     options: RunOptions | None = None
     plan: Plan | None = None
+    planning = False
     for ev in state.events:
-        if ev.type == EventType.RUN_CREATED:
-            options = RunOptions.from_dict(ev.data["options"])
-        elif ev.type == EventType.PLAN:
-            plan = Plan.from_dict(ev.data["plan"])
-    if options is None or plan is None:
+        p = decode(ev)
+        if isinstance(p, RunCreated):
+            options = RunOptions.from_dict(dict(p.options))
+            planning = p.planning
+        elif isinstance(p, Planned):
+            plan = Plan.from_dict(dict(p.plan))
+    if options is None or (plan is None and not planning):
         raise UsageError(f"run {run_id!r} has no recorded plan")
     return options, plan
 
@@ -72,19 +86,19 @@ async def create_sessions(
     run_id: str,
     plan: Plan,
     options: RunOptions,
-    quality: QualityPolicy,
+    config: FleetConfig,
     existing: Collection[str] | None = None,
 ) -> None:
     """Record the plan's sessions not in ``existing`` (default: the store's), each with the model its
     route picks when fleet.yaml declares tiers (a model fleet.yaml ``supervision.quality`` demotes
-    is not picked)."""
+    is not picked) and what its calls carry (``call_shape``: the run's flags over the model's entry)."""
     if existing is None:
         existing = {r.session_id for r in await log.list_sessions(run_id)}
     missing = [p for p in plan.partitions if session_id_for(run_id, p.index) not in existing]
     if not missing:
         return
 
-    demoted = await _demoted(log, run_id, quality) if router is not None else {}
+    demoted = await _demoted(log, run_id, config.supervision.quality) if router is not None else {}
 
     async def create(p: Partition) -> None:
         sid = session_id_for(run_id, p.index)
@@ -93,7 +107,7 @@ async def create_sessions(
         if router is not None:  # fleet.yaml tiers: the partition's difficulty picks the model
             route = router.route(estimate_difficulty(p, plan.task), demoted=demoted).to_event()
             model = route["model"]
-        info = {
+        info: dict[str, Any] = {
             "run_id": run_id,
             "index": p.index,
             "partition_id": p.id,
@@ -101,8 +115,10 @@ async def create_sessions(
             "task": plan.task,
             "input_root": plan.input_path,
             "model": model,
-            "max_tokens": options.max_tokens,
         }
+        shape = call_shape(options, config, model)
+        info["max_tokens"] = shape.max_tokens or DEFAULT_MAX_TOKENS
+        info.update((k, v) for k, v in shape.to_dict().items() if k in ("temperature", "seed", "tool_choice"))
         events: list[tuple[str, dict[str, Any]]] = [(EventType.SESSION_CREATED, info)]
         if route is not None:
             events.append((EventType.ROUTE, route))
@@ -120,7 +136,7 @@ async def _demoted(log: SessionLog, run_id: str, policy: QualityPolicy) -> dict[
         return {}
     signals = await recent_model_signals(log, policy, now=time.time())
     found = demotions(signals, policy)
-    recorded = {e.data.get("model") for e in await log.get_events(run_id) if e.type == EventType.MODEL_DEMOTED}
+    recorded = {p.model for p in map(decode, await log.get_events(run_id)) if isinstance(p, ModelDemoted)}
     new = [
         (EventType.MODEL_DEMOTED, {"model": m, "reasons": list(why), "signals": signals[m].to_dict()})
         for m, why in found.items()

@@ -8,12 +8,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.aggregate import AggregateStats, band_check, classify_task
+from agent_fleet.aggregate import AggregateStats, band_check, classify_task, dedup_rule
 from agent_fleet.dispatch.runner import DispatchStats
+from agent_fleet.domain.decode import decode
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState
+from agent_fleet.domain.ledger import RunLedger
+from agent_fleet.domain.payloads import Planned, ResultRecorded, RunCreated
 from agent_fleet.domain.plan import Plan
 from agent_fleet.domain.results import ResultItem
-from agent_fleet.observe.metrics import FleetSnapshot, ModelFigures
+from agent_fleet.observe.metrics import CheckFigures, FleetSnapshot, ModelFigures
 from agent_fleet.observe.summary import RunFigures
 from agent_fleet.options import RunOptions, RunReport
 from agent_fleet.spend.forecast import beside_actuals
@@ -21,6 +24,9 @@ from agent_fleet.spend.meter import Tally
 from agent_fleet.supervise import ReviewItem, queue_counts
 
 __all__ = [
+    "CALL_TYPES",
+    "ReportReading",
+    "SESSION_TYPES",
     "dispatch_sessions",
     "ended_report",
     "fleet_snapshot",
@@ -31,6 +37,55 @@ __all__ = [
     "timeline",
 ]
 
+# The agent-session events the report reads after the results, one group at a time: the model calls
+# and tool calls (figures, model signals), then the sessions' course (review, audit, checks, timeline).
+CALL_TYPES = (
+    EventType.SESSION_CREATED,
+    EventType.ROUTE,
+    EventType.SESSION_STARTED,
+    EventType.MODEL_RESPONSE,
+    EventType.CONTEXT_COMPACTED,
+    EventType.MODEL_RESENT,
+    EventType.MODEL_ERROR,
+    EventType.ATTEMPT_FAILED,
+    EventType.TOOL_CALL,
+    EventType.TOOL_RESULT,
+)
+SESSION_TYPES = (
+    EventType.SESSION_CREATED,
+    EventType.ROUTE,
+    EventType.SESSION_STARTED,
+    EventType.SESSION_RESUMED,
+    EventType.SESSION_PAUSED,
+    EventType.SESSION_PREEMPTED,
+    EventType.SESSION_COMPLETED,
+    EventType.SESSION_FAILED,
+    EventType.CHANGE,
+    EventType.CHECK,
+)
+
+
+class ReportReading:
+    """What the report keeps of a run's recorded results once their events are read: their figures
+    folded into the run's ledger, and the events of those under the review's confidence threshold
+    (the review queue lists them). The rest of the log is read by groups of types as the report
+    needs it, so the run's whole log is never in memory at once."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self.ledger = RunLedger()
+        self.flagged: list[Event] = []
+
+    def heard_results(self, events: list[Event]) -> None:
+        """Fold the run's ``result_item`` events (emptied once read)."""
+        for ev in events:
+            self.ledger.fold(ev)
+            p = decode(ev)
+            conf = p.confidence if isinstance(p, ResultRecorded) else None
+            if isinstance(conf, int | float) and conf < self.threshold:
+                self.flagged.append(ev)
+        events.clear()
+
 
 def fleet_snapshot(
     run_id: str,
@@ -40,6 +95,7 @@ def fleet_snapshot(
     dedup: AggregateStats | None,
     concurrency_limit: int,
     in_flight: int = 0,
+    checks: CheckFigures | None = None,
 ) -> FleetSnapshot:
     """The figures behind ``fleet_*`` metrics, live or final: the one builder of a run's snapshot."""
     return FleetSnapshot(
@@ -51,6 +107,7 @@ def fleet_snapshot(
         dedup_ratio=None if dedup is None else dedup.dedup_rate,
         results_raw=0 if dedup is None else dedup.raw,
         results_unique=0 if dedup is None else dedup.unique,
+        checks=checks,
     )
 
 
@@ -125,7 +182,7 @@ def run_summary(
         "results_unique": results_unique,
         "dedup_rate": round(agg.dedup_rate, 4),
         "dedup": agg.to_dict(),
-        "dedup_scope": {"scope": agg.scope, "reason": agg.scope_reason},
+        "dedup_scope": dedup_rule(agg),
         "dedup_band": band_check(classify_task(options.task, str(plan.kind)), agg).to_dict(),
         "duration_s": duration_s,
         "out_dir": str(out_dir),
@@ -135,13 +192,14 @@ def run_summary(
         summary["needs_review"] = bool(verification["needs_review"])
     summary["review"] = queue_counts(review)
     summary["decisions"] = audit
-    for ev in run_events:
-        if ev.type == EventType.PLAN and ev.data.get("planner"):
-            p = ev.data["planner"]
-            summary["planner"] = {k: p.get(k) for k in ("model", "subtasks", "why", "usage", "cost_usd", "calls")}
-    for ev in run_events:
-        if ev.type == EventType.RUN_CREATED and ev.data.get("forecast"):
-            summary["forecast"] = beside_actuals(ev.data["forecast"], summary)
+    recorded = [decode(ev) for ev in run_events]
+    for p in recorded:
+        if isinstance(p, Planned) and p.planner_record:
+            call = p.planner_record
+            summary["planner"] = {k: call.get(k) for k in ("model", "subtasks", "why", "usage", "cost_usd", "calls")}
+    for p in recorded:  # a run planned by a model call records its forecast with its plan
+        if isinstance(p, RunCreated | Planned) and p.forecast:
+            summary["forecast"] = beside_actuals(dict(p.forecast), summary)
             break
     return summary
 

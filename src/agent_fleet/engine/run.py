@@ -20,20 +20,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_fleet.aggregate import AggregateStats, Aggregator
 from agent_fleet.aggregate.aggregator import DecisionKind
 from agent_fleet.aggregate.live import LiveDedup, snapshot_key
+from agent_fleet.changes.run_listing import listing
 from agent_fleet.clock import timeout
 from agent_fleet.dispatch.runner import Dispatcher, DispatchStats
+from agent_fleet.domain.decode import decode_as
 from agent_fleet.domain.events import Event, EventType, SessionRecord
 from agent_fleet.domain.ids import session_id_for
+from agent_fleet.domain.payloads import Alarm, ResultRecorded
 from agent_fleet.domain.plan import InputKind, Partition, Plan
 from agent_fleet.domain.results import ResultItem
+from agent_fleet.engine.changes import ChangeKeeper, load_base
+from agent_fleet.engine.checks import RunChecks, open_checks
 from agent_fleet.engine.door import RunDoor
 from agent_fleet.engine.records import create_sessions
-from agent_fleet.engine.report import run_status
+from agent_fleet.engine.report import ReportReading, run_status
 from agent_fleet.engine.run_ticker import RunTicker
 from agent_fleet.engine.verification import RunVerification, VerificationOutcome
 from agent_fleet.errors import ProviderDown, ProviderError, cause_of
@@ -78,6 +83,8 @@ class RunCoordinator:
         self.door: RunDoor | None = None
         self.live: LiveDedup | None = None
         self.verification: RunVerification | None = None
+        self.checks: RunChecks | None = None  # with --check: each change checked as it arrives
+        self.keeper: ChangeKeeper | None = None  # the run keeps its sessions' changes (a git input)
         self._fresh = fresh
         self._ended_before = 0  # sessions that had ended before this dispatch
         self._sessions_over = False
@@ -112,7 +119,12 @@ class RunCoordinator:
             self._sessions_over = True
             if self.verification is None and RunVerification.wanted(self.engine.config):
                 self.verification = await self._verification()
-            return await self._report()
+            async with asyncio.TaskGroup() as tg:
+                await self._start_checks(tg)
+                try:
+                    return await self._report()
+                finally:
+                    self._stop_checks()
 
     @contextlib.asynccontextmanager
     async def _driving(self) -> AsyncIterator[None]:
@@ -130,13 +142,18 @@ class RunCoordinator:
         todo, by_sid, ticker = await self._prepare()
         try:
             async with asyncio.TaskGroup() as tg:
-                if report:
-                    tg.create_task(self._prepare_final())
-                    if self.verification is not None:
-                        tg.create_task(self.verification.run())
-                await self._sessions(tg, ticker, todo, by_sid)
-                await self._settle(ticker)
-                return await self._report() if report else None
+                await self._start_checks(tg)
+                try:
+                    if report:
+                        tg.create_task(self._prepare_final())
+                        if self.verification is not None:
+                            tg.create_task(self.verification.run())
+                    await self._sessions(tg, ticker, todo, by_sid)
+                    await self._settle(ticker)
+                    ticker.live = None  # the final pass takes the aggregator over (and lets it go)
+                    return await self._report() if report else None
+                finally:
+                    self._stop_checks()
         except BaseExceptionGroup as group:
             down = cause_of(group)
             if isinstance(down, ProviderError) and down.exit_code == 4:  # refused credentials, from a session
@@ -156,8 +173,7 @@ class RunCoordinator:
         records: dict[str, SessionRecord] = {}
         if not self._fresh:
             records = {r.session_id: r for r in await e.log.list_sessions(run_id)}
-            quality = e.config.supervision.quality
-            await create_sessions(e.log, e.gateway.router, run_id, plan, options, quality, existing=records)
+            await create_sessions(e.log, e.gateway.router, run_id, plan, options, e.config, existing=records)
         by_sid = {session_id_for(run_id, p.index): p for p in plan.partitions}
         todo = [(sid, p) for sid, p in by_sid.items() if sid not in records or not records[sid].state.terminal]
         self._ended_before = len(by_sid) - len(todo)
@@ -165,7 +181,9 @@ class RunCoordinator:
         self.door = RunDoor(e.slots_for(options))
         if self._notified:
             self.door.shut()
-        self.dispatcher = e.dispatcher_for(options, self.door, root, sessions=len(todo))
+        keeper = await self._keeper()
+        changes = keeper.spec if keeper is not None else None
+        self.dispatcher = e.dispatcher_for(options, self.door, root, sessions=len(todo), changes=changes)
         ticker = RunTicker(e, run_id, self.door.slots)
         ticker.shapes = await self._shape_watch()
         if not self._fresh:  # a fresh run has no raise nor result yet; a raise written meanwhile comes with the ticks
@@ -184,6 +202,7 @@ class RunCoordinator:
         consumer = tg.create_task(live.consume())
         tg.create_task(door.run(stop))  # admission cycles (LocalSlots: returns at once)
         health = tg.create_task(self._watch_provider())
+        keeping = tg.create_task(self.keeper.keep()) if self.keeper is not None else None
         runs = [tg.create_task(dispatcher.run(todo))]
 
         def resend(again: list[str]) -> None:
@@ -202,9 +221,40 @@ class RunCoordinator:
             poll = tg.create_task(ticker.poll_until(resend))
         self._sessions_over = True
         health.cancel()
+        if keeping is not None:
+            keeping.cancel()  # the report writes every branch again, from the log
         stop.set()
         live.finish()
         await consumer
+
+    async def _start_checks(self, tg: asyncio.TaskGroup) -> None:
+        """With ``--check``: the run's checks, read back from its log, checking each change as its
+        session records it (the engine's tap), in ``tg`` until :meth:`_stop_checks`."""
+        e = self.engine
+        slots = self.door.slots if self.door is not None else None
+        keeper = await self._keeper()
+        checks = await open_checks(
+            run_id=self.run_id,
+            base=keeper.base if keeper is not None else None,
+            options=self.options,
+            config=e.config,
+            workforce=e.workforce,
+            log=e.log,
+            clock=e.clock,
+            slots=slots,
+            listen=e.listen,
+        )
+        self.checks = checks
+        if checks is None:
+            return
+        if self._notified:
+            checks.close()
+        tg.create_task(checks.run())
+
+    def _stop_checks(self) -> None:
+        if self.checks is not None:
+            self.engine.unlisten(self.checks.heard)
+            self.checks.close()
 
     async def _prepare_final(self) -> None:
         """While the last sessions run, the final pass over the results so far (once 90 % of the
@@ -242,8 +292,8 @@ class RunCoordinator:
         watch = ShapeWatch(self.run_id, policy)
         if not self._fresh:
             watch.heard(await e.log.events_of_run(self.run_id, _SHAPE_WATCH_TYPES))
-            alarms = [ev.data for ev in await e.log.get_events(self.run_id) if ev.type == EventType.ALARM]
-            watch.recorded([f"{a.get('kind')}:{a.get('subject')}" for a in alarms])
+            alarms = [decode_as(ev, Alarm) for ev in await e.log.get_events(self.run_id)]
+            watch.recorded([f"{a.kind}:{a.subject}" for a in alarms if a is not None])
         e.listen(watch.heard)
         return watch
 
@@ -252,17 +302,28 @@ class RunCoordinator:
         ones that open a cluster of their own are offered to the verification."""
         e = self.engine
         if self.aggregator is None:
-            self.aggregator = e.aggregator_for(self.run_id, self.options)
+            self.aggregator = e.aggregator_for(self.run_id, self.options, self.plan)
         live = LiveDedup(self.aggregator, clock=e.clock, on_unique=self._offer)
         if not self._fresh:
             recorded = await e.log.events_of_run(self.run_id, [EventType.RESULT_ITEM])
-            live.feed([ResultItem.from_dict(ev.data) for ev in recorded])
+            live.feed([r.item() for r in (decode_as(ev, ResultRecorded) for ev in recorded) if r is not None])
         return live
 
     def heard(self, events: Sequence[Event]) -> None:
-        """Durable events of the run's sessions (the engine's tap): results go to the live dedup."""
+        """Durable events of the run's sessions (the engine's tap): results go to the live dedup,
+        changes to the keeper of the run's branches."""
         if self.live is not None:
             self.live.heard(events)
+        if self.keeper is not None:
+            self.keeper.heard(events)
+
+    async def _keeper(self) -> ChangeKeeper | None:
+        """The run's change keeper, when its plan recorded a base (its input is in a repository)."""
+        if self.keeper is None:
+            base = await load_base(self.engine.log, self.run_id)
+            if base is not None:
+                self.keeper = ChangeKeeper(self.engine, self.run_id, self.plan, self.options, base)
+        return self.keeper
 
     def _offer(self, results: list[ResultItem]) -> None:
         if self.verification is not None and results:
@@ -281,6 +342,7 @@ class RunCoordinator:
             run_model=self.options.model,
             clock=e.clock,
             run_events=earlier,
+            options=self.options,
         )
         v.demand = self._demand
         v.progress = self._progress
@@ -322,34 +384,47 @@ class RunCoordinator:
     async def _report(self) -> RunReport:
         """The final pass over every recorded result, the verification's sample, the report."""
         e, run_id = self.engine, self.run_id
+        if self.checks is not None:  # every change's check is recorded before the report reads the log
+            await self.checks.drain()
         sessions = await e.log.list_sessions(run_id)
         status = run_status(sessions)
         verification = self.verification
         if verification is not None and status not in _REPORTED:
             await verification.abandon()
             verification = None
-        async with asyncio.TaskGroup() as tg:  # the log is read back while the final pass runs
-            reading = tg.create_task(e.log.events_of_run(run_id))
+        async with asyncio.TaskGroup() as tg:  # the results are read back while the final pass runs
+            reading = tg.create_task(e.log.events_of_run(run_id, [EventType.RESULT_ITEM]))
             unique, agg, recorded = await self._deduplicate(reading)
-        events = reading.result()
+        results = ReportReading(e.config.supervision.confidence_threshold)
+        results.heard_results(reading.result())
+        del reading  # the result events: what the report needs of them is in ``results``
         if verification is not None and not unique:
             await verification.abandon()
             verification = None
-        await record_shape_alarms(e.log, run_id, e.config.supervision.shape, events=events)
+        keeper = await self._keeper()
+        changes: dict[str, Any] = listing(run_id, None, [], None)
+        patches: dict[str, bytes] = {}
+        if keeper is not None:
+            changes, patches = await keeper.integrate()
         verified: VerificationOutcome | None = None
         if verification is not None:
             verified = await verification.finish(unique, recorded)
             unique = verified.results
+        del recorded  # the results as recorded: the report is written from ``unique``
+        # read once the dedup state is let go: the sessions' shapes are a large part of the log
+        await record_shape_alarms(e.log, run_id, e.config.supervision.shape)
         return await e.write_report(
             run_id,
             self.options,
             self.plan,
             status=status,
             sessions=sessions,
-            events=events,
+            reading=results,
             unique=unique,
             agg=agg,
             verification=verified.summary if verified is not None else None,
+            changes=changes,
+            patches=patches,
         )
 
     async def _deduplicate(
@@ -360,15 +435,19 @@ class RunCoordinator:
         Returns the unique results, the dedup figures (stored as the run's dedup snapshot) and each
         result as it was recorded."""
         e = self.engine
-        aggregator = self.aggregator or e.aggregator_for(self.run_id, self.options)
+        aggregator = self.aggregator or e.aggregator_for(self.run_id, self.options, self.plan)
         self.aggregator = None  # the run's aggregator is spent: its cache closes below
         try:
             if self.live is not None:
                 await self.live.drain()
+            # The sessions are over: the live dedup, and through it the aggregator, can go once the
+            # final pass is done, before the report is built (their results are in ``unique``).
+            self.live = None
             self._all_offered = True
             unique = await aggregator.finalize() if len(aggregator) else []
-            recorded = {ev.data["id"]: ev.data for ev in await reading if ev.type == EventType.RESULT_ITEM}
-            unseen = [ResultItem.from_dict(data) for rid, data in recorded.items() if rid not in aggregator]
+            found = [decode_as(ev, ResultRecorded) for ev in await reading]
+            recorded = {r.id: r for r in found if r is not None}
+            unseen = [r.item() for rid, r in recorded.items() if rid not in aggregator]
             if unseen or not len(aggregator):
                 decisions = await aggregator.add_many(unseen)
                 self._offer([r for r, d in zip(unseen, decisions, strict=True) if d.kind is DecisionKind.NEW])
@@ -381,8 +460,8 @@ class RunCoordinator:
                 aggregator.cache.close()
 
         def as_recorded(result_id: str) -> ResultItem | None:
-            data = recorded.get(result_id)
-            return None if data is None else ResultItem.from_dict(data)
+            found = recorded.get(result_id)
+            return None if found is None else found.item()
 
         return unique, agg, as_recorded
 
@@ -399,6 +478,8 @@ class RunCoordinator:
                     dispatcher.preempt(sid, "shutdown")
         if self.verification is not None:
             self.verification.close()
+        if self.checks is not None:
+            self.checks.close()
 
     async def shutdown(self, grace: float | None = None) -> None:
         """Notify → drain → grace → cancel (module docstring); returns once no task drives the run.

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 
 from agent_fleet.aggregate.live import LiveDedup, snapshot_key
 from agent_fleet.dispatch.slots import SessionSlots
+from agent_fleet.domain.decode import decode_as
 from agent_fleet.domain.events import EventType, SessionState
+from agent_fleet.domain.payloads import BudgetRaised, SessionPaused
 from agent_fleet.spend.gateway import apply_budget_event
 
 if TYPE_CHECKING:
@@ -67,11 +69,12 @@ class RunTicker:
         """On start (and resume): every raise already in the log; sessions start under those."""
         log = self._engine.log
         for ev in await log.get_events(self._run_id):
-            if ev.type == EventType.BUDGET_RAISED:
-                apply_budget_event(self._engine.gateway, self._run_id, ev.data)
+            if (raised := decode_as(ev, BudgetRaised)) is not None:
+                apply_budget_event(self._engine.gateway, self._run_id, raised.record)
             self._seen[self._run_id] = ev.seq
         for ev in await log.events_of_run(self._run_id, [EventType.BUDGET_RAISED]):
-            apply_budget_event(self._engine.gateway, ev.session_id, ev.data)
+            if (raised := decode_as(ev, BudgetRaised)) is not None:
+                apply_budget_event(self._engine.gateway, ev.session_id, raised.record)
             self._seen[ev.session_id] = max(self._seen.get(ev.session_id, 0), ev.seq)
 
     async def _apply_new_raises(self, paused: list[str]) -> None:
@@ -79,8 +82,8 @@ class RunTicker:
         for sid in [self._run_id, *paused]:
             for ev in await log.get_events(sid, after=self._seen.get(sid, 0)):
                 self._seen[sid] = ev.seq
-                if ev.type == EventType.BUDGET_RAISED:
-                    apply_budget_event(self._engine.gateway, sid, ev.data)
+                if (raised := decode_as(ev, BudgetRaised)) is not None:
+                    apply_budget_event(self._engine.gateway, sid, raised.record)
                     if sid == self._run_id:
                         self._run_version += 1
                     else:
@@ -115,6 +118,6 @@ class RunTicker:
         if self._ran_under.get(sid, (0, 0)) >= self._version(sid):
             return False
         for ev in reversed(await self._engine.log.get_events(sid)):
-            if ev.type == EventType.SESSION_PAUSED:
-                return ev.data.get("reason") == "budget"
+            if (paused := decode_as(ev, SessionPaused)) is not None:
+                return paused.reason == "budget"
         return False

@@ -42,13 +42,18 @@ from agent_fleet.aggregate.verify import (
 )
 from agent_fleet.clock import Clock, timeout
 from agent_fleet.config import FleetConfig
+from agent_fleet.domain.decode import decode
 from agent_fleet.domain.events import Event, EventType
+from agent_fleet.domain.ledger import Tally
 from agent_fleet.domain.model import ChatRequest, ChatResponse
+from agent_fleet.domain.payloads import Verification
 from agent_fleet.domain.plan import InputKind, Plan
 from agent_fleet.domain.results import ResultItem
 from agent_fleet.domain.usage import Usage
+from agent_fleet.options import RunOptions, call_shape
 from agent_fleet.session.port import SessionLog
 from agent_fleet.spend.gateway import Gateway
+from agent_fleet.spend.meter import MeterWindow
 
 __all__ = ["RunVerification", "VerificationOutcome"]
 
@@ -62,20 +67,27 @@ class VerificationOutcome:
 
 
 class _Metered:
-    """The gateway, adding up what the verifier calls cost (for the log and the summary)."""
+    """The gateway, with what the verifier calls cost read from its meter (for the log and the summary)."""
 
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
-        self.usage = Usage()
-        self.cost = Decimal(0)
-        self.calls = 0
+        self._window = MeterWindow(gateway.meter)
+
+    @property
+    def usage(self) -> Usage:
+        return self._window.spent().usage
+
+    @property
+    def cost(self) -> Decimal:
+        return self._window.spent().cost
+
+    @property
+    def calls(self) -> int:
+        return self._window.spent().calls
 
     async def complete(self, session_id: str, request: ChatRequest) -> ChatResponse:
-        response = await self._gateway.complete(session_id, request)
-        self.usage = self.usage + response.usage
-        self.cost += response.cost_usd
-        self.calls += 1
-        return response
+        self._window.watch(session_id)
+        return await self._gateway.complete(session_id, request)
 
     def restore_spent(self, session_id: str, usage: Usage, cost_usd: Decimal) -> None:
         self._gateway.restore_spent(session_id, usage, cost_usd)
@@ -128,17 +140,16 @@ def _earlier(run_events: Sequence[Event]) -> tuple[dict[str, Verdict], dict[str,
     report recorded, and what all of them cost together."""
     verdicts: dict[str, Verdict] = {}
     report: dict[str, Any] | None = None
-    usage, cost, calls = Usage(), Decimal(0), 0
+    spent = Tally()
     for ev in run_events:
-        if ev.type != EventType.VERIFICATION:
+        p = decode(ev)
+        if not isinstance(p, Verification):
             continue
-        for rid, v in (ev.data.get("verdicts") or {}).items():
+        for rid, v in p.verdicts.items():
             verdicts[rid] = Verdict(VerdictKind(v["status"]), v["reason"], v["verifier"])
-        report = ev.data.get("report") or report
-        usage = usage + Usage.from_dict(ev.data.get("usage"))
-        cost += Decimal(str(ev.data.get("cost_usd", "0")))
-        calls += int(ev.data.get("calls", 0))
-    return verdicts, report, {"usage": usage, "cost": cost, "calls": calls}
+        report = dict(p.report) if p.report else report
+        spent.add(p.spent.usage, p.spent.cost_usd, p.spent.calls)
+    return verdicts, report, {"usage": spent.usage, "cost": spent.cost_usd, "calls": spent.calls}
 
 
 class RunVerification:
@@ -158,6 +169,7 @@ class RunVerification:
         run_model: str,
         clock: Clock,
         run_events: Sequence[Event] = (),
+        options: RunOptions | None = None,
     ) -> None:
         s = config.verification
         self.config = VerificationConfig(
@@ -171,7 +183,9 @@ class RunVerification:
         def session_for(result: ResultItem) -> str:
             return f"{run_id}.v{numbers.setdefault(result.id, len(numbers)):04d}"
 
-        verifier = ModelVerifier(self._metered, model=self.model, session_for=session_for)
+        # what the run sends on the verifier model's calls (its flags over fleet.yaml's entry)
+        shape = call_shape(options, config, self.model) if options is not None else None
+        verifier = ModelVerifier(self._metered, model=self.model, session_for=session_for, shape=shape)
         self._judging = Judging(verifier, _partition_inputs(plan))
         self._reused, self._last_report, self._spent_before = _earlier(run_events)
         self._items: dict[str, ResultItem] = {}  # every result offered (as recorded), by id

@@ -44,7 +44,7 @@ from agent_fleet.errors import ConfigError
 from agent_fleet.hands.cli_agents import CliAgentSpec, CommandAgent
 from agent_fleet.hands.cli_check import check_agent_command, visible_roots
 from agent_fleet.hands.mcp_pool import McpPool, McpServerConfig
-from agent_fleet.hands.port import Hands
+from agent_fleet.hands.port import Hands, WorkspaceChanges
 from agent_fleet.hands.reaper import Reaper, ReapReport
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import LocalSandboxProvider, SandboxConfig, SandboxProvider
@@ -87,7 +87,10 @@ def reap_sandboxes(base: Path, *, run_id: str | None = None) -> ReapReport:
     """Remove what dead engines left under ``base`` (and their marked processes anywhere); with
     ``run_id``, also every sandbox of that run this process still holds. Empty run directories go."""
     total = ReapReport()
-    dirs = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    try:
+        dirs = sorted(p for p in base.iterdir() if p.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        dirs = []
     if not dirs:
         dirs = [base / (run_id or "-")]  # still sweep processes of dead owners (MCP servers)
     for run_dir in dirs:
@@ -99,6 +102,10 @@ def reap_sandboxes(base: Path, *, run_id: str | None = None) -> ReapReport:
         with contextlib.suppress(OSError):
             run_dir.rmdir()  # only when empty
     return total
+
+
+def _wrapped(local: LocalSandboxProvider, wrap: Callable[[SandboxProvider], SandboxProvider] | None) -> SandboxProvider:
+    return local if wrap is None else wrap(local)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,6 +156,7 @@ class Workforce:
         sandbox_root: Path,
         sandboxes: SandboxProvider | None,
         resources: ResourceSpec,
+        sandbox_factory: Callable[[], SandboxProvider] | None = None,
         mcp: McpPool | None,
         cli: _CliSetup | None,
         interpose: Interposer | None,
@@ -160,13 +168,15 @@ class Workforce:
         self.clock = clock
         self.sandbox_root = sandbox_root
         self.sandboxes = sandboxes
+        self._sandbox_factory = sandbox_factory  # a run that makes changes needs sandboxes anyway
         self.resources = resources
         self.mcp = mcp
         self._cli = cli
         self._interpose = interpose
-        self._toolboxes: dict[str | None, Toolbox] = {}
+        self._toolboxes: dict[tuple[str | None, WorkspaceChanges | None], Toolbox] = {}
         self.pools: list[WorkerPool] = []  # one per dispatch, for inspection
         self.reaped: ReapReport = ReapReport()
+        self._check_sandboxes: SandboxProvider | None = None
         self._closed = False
 
     @classmethod
@@ -199,16 +209,16 @@ class Workforce:
         base = await asyncio.to_thread(_prepare_root, hands.sandbox_root, config_path)
         reaped = await asyncio.to_thread(reap_sandboxes, base)
         resources = ResourceSpec.of({"cpu": hands.cpu, "memory": hands.memory})
+        use_bwrap = {"auto": None, "bwrap": True, "plain": False}[hands.isolation]
+        # a CLI agent's own installation (its npm packages, its virtualenv) is visible read-only
+        programs = visible_roots(agent_cmd) if agent_cmd is not None else ()
+        sandbox_config = SandboxConfig(
+            root=base / run_id, use_bwrap=use_bwrap, allow_network=hands.allow_network, ro_paths=programs
+        )
         wants_sandbox = agent_cmd is not None or hands.files == "sandbox"
         wants_sandbox = wants_sandbox or any(RUN_COMMAND.name in names for names in hands.tools.values())
         sandboxes: SandboxProvider | None = None
         if wants_sandbox:
-            use_bwrap = {"auto": None, "bwrap": True, "plain": False}[hands.isolation]
-            # a CLI agent's own installation (its npm packages, its virtualenv) is visible read-only
-            programs = visible_roots(agent_cmd) if agent_cmd is not None else ()
-            sandbox_config = SandboxConfig(
-                root=base / run_id, use_bwrap=use_bwrap, allow_network=hands.allow_network, ro_paths=programs
-            )
             local = LocalSandboxProvider(sandbox_config)
             sandboxes = local if wrap_sandboxes is None else wrap_sandboxes(local)
             if agent_cmd is not None:  # it must start in there, or the run is not recorded (exit 2)
@@ -233,6 +243,7 @@ class Workforce:
             clock=clock or RealClock(),
             sandbox_root=base,
             sandboxes=sandboxes,
+            sandbox_factory=lambda: _wrapped(LocalSandboxProvider(sandbox_config), wrap_sandboxes),
             resources=resources,
             mcp=mcp,
             cli=cli,
@@ -252,12 +263,15 @@ class Workforce:
         return workforce
 
     # -- hands ------------------------------------------------------------------------------------
-    def _toolbox(self, root: str | None) -> Toolbox:
-        box = self._toolboxes.get(root)
+    def _toolbox(self, root: str | None, changes: WorkspaceChanges | None = None) -> Toolbox:
+        box = self._toolboxes.get((root, changes))
         if box is None:
             hands = self.config.hands
             hosts = frozenset(hands.allowed_hosts) if hands.allowed_hosts is not None else None
-            box = self._toolboxes[root] = Toolbox(
+            edits = changes is not None  # the run keeps its sessions' changes: they edit worktrees of its base
+            if edits and self.sandboxes is None and self._sandbox_factory is not None:
+                self.sandboxes = self._sandbox_factory()  # write_file, edit_file and run act in one
+            box = self._toolboxes[(root, changes)] = Toolbox(
                 run_id=self.run_id,
                 input_root=Path(root) if root is not None else None,
                 sandboxes=self.sandboxes,
@@ -266,20 +280,40 @@ class Workforce:
                 mcp=self.mcp,
                 shell=False,  # run_command only where fleet.yaml asks for it
                 files_in_sandbox=hands.files == "sandbox",
+                edits=edits,
+                changes=changes,
             )
         return box
 
-    def toolset(self, partition: Partition) -> Partition:
+    def toolset(
+        self, partition: Partition, root: str | None = None, changes: WorkspaceChanges | None = None
+    ) -> Partition:
         """The partition with fleet.yaml's extra toolsets for its input kind added."""
         extra = self.config.hands.tools
         add = [*extra.get("all", ()), *extra.get(str(partition.kind), ())]
         if not add:
             return partition
-        base = partition.tools or tuple(sorted(self._toolbox(None).wanted(partition)))
+        base = partition.tools or tuple(sorted(self._toolbox(root, changes).wanted(partition)))
         return replace(partition, tools=tuple(dict.fromkeys([*base, *add])))
 
-    def hands_for(self, partition: Partition, root: str | None) -> Hands:
-        return self._toolbox(root).hands_for(self.toolset(partition))
+    def hands_for(self, partition: Partition, root: str | None, changes: WorkspaceChanges | None = None) -> Hands:
+        """``changes``: the run keeps its sessions' changes (a sandbox is a worktree of its base, and
+        a directory partition's tools read and edit it)."""
+        return self._toolbox(root, changes).hands_for(self.toolset(partition, root, changes))
+
+    def check_sandboxes(self) -> SandboxProvider:
+        """Where a run's checks run: the run's own sandbox provider (one is made with fleet.yaml's
+        ``hands`` settings when the sessions need none); under the run's root, so the reaper covers them."""
+        if self._check_sandboxes is None:
+            if self.sandboxes is not None:
+                self._check_sandboxes = self.sandboxes
+            else:
+                hands = self.config.hands
+                use_bwrap = {"auto": None, "bwrap": True, "plain": False}[hands.isolation]
+                root = self.sandbox_root / self.run_id
+                config = SandboxConfig(root=root, use_bwrap=use_bwrap, allow_network=hands.allow_network)
+                self._check_sandboxes = LocalSandboxProvider(config)
+        return self._check_sandboxes
 
     # -- dispatch ---------------------------------------------------------------------------------
     def pool(self, sessions: int) -> WorkerPool:
@@ -305,14 +339,17 @@ class Workforce:
             max_cooldown=max(300.0, d.breaker_cooldown_s),
         )
 
-    def dispatch_parts(self, options: DispatchOptions, *, sessions: int, root: str | None) -> dict[str, Any]:
-        """Keyword arguments for :class:`~agent_fleet.dispatch.runner.Dispatcher` besides the ports."""
+    def dispatch_parts(
+        self, options: DispatchOptions, *, sessions: int, root: str | None, changes: WorkspaceChanges | None = None
+    ) -> dict[str, Any]:
+        """Keyword arguments for :class:`~agent_fleet.dispatch.runner.Dispatcher` besides the ports;
+        ``changes``: the run keeps its sessions' changes."""
         d = self.config.dispatch
         options = replace(options, check_interval=d.check_interval_s, max_reassignments=d.max_reassignments)
         if self.ray is not None:  # node workers on the cluster instead of this process's slots
             pool = self.ray.pool(self._health())
             self.pools.append(pool)
-            return {"pool": pool, "body": self.ray.body(pool, options.limits, root), "options": options}
+            return {"pool": pool, "body": self.ray.body(pool, options.limits, root, changes), "options": options}
         parts: dict[str, Any] = {"pool": self.pool(sessions), "interpose": self._interpose}
         if d.autoscale is not None:
             a = d.autoscale
@@ -334,7 +371,7 @@ class Workforce:
                 raise ConfigError("CLI agents need a sandbox provider")
             # The CLI's own hard timeout fires first and reports; this one is the backstop.
             options = replace(options, session_timeout=self._cli.spec.timeout + _CLI_GRACE)
-            agent = CommandAgent(self._cli.spec, self.sandboxes, Path(root) if root is not None else None)
+            agent = CommandAgent(self._cli.spec, self.sandboxes, Path(root) if root is not None else None, changes)
             parts["body"] = CliSessions(agent, endpoint=self._cli.service, recorder=self._cli.recorder)
         parts["options"] = options
         return parts

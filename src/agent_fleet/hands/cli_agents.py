@@ -12,6 +12,10 @@ provider from a file of its own finds it in its home (:mod:`~agent_fleet.hands.c
 CLI's ``config.toml``). A CLI that outlives
 its hard timeout is killed with its whole process group and reported ``timed_out`` so the
 dispatcher can reassign the session; when the command exits, its process group is gone.
+
+In a run that keeps its sessions' changes (``changes``), the sandbox is a worktree of the run's
+base, and a run that succeeded has its change captured (:meth:`Sandbox.capture`) before the
+sandbox is removed: the outcome carries it, for the session's completion to record.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ from agent_fleet.errors import UsageError
 from agent_fleet.hands.cli_formats import FORMATS, CliReport, authentication_failed, edited_paths, parse_output
 from agent_fleet.hands.cli_setup import setup_files
 from agent_fleet.hands.cli_state import CliState, read_own_files, resumed_command
-from agent_fleet.hands.port import CliOutcome, CompletedRun, GatewayAccess, Sandbox, SandboxProvider
+from agent_fleet.hands.port import (
+    CliOutcome,
+    CompletedRun,
+    GatewayAccess,
+    Sandbox,
+    SandboxProvider,
+    WorkspaceChanges,
+)
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.sandbox import SandboxError
 
@@ -94,6 +105,7 @@ class CommandAgent:
     spec: CliAgentSpec
     sandboxes: SandboxProvider
     input_root: Path | None = None
+    changes: WorkspaceChanges | None = None  # the run keeps its sessions' changes
 
     async def run(
         self,
@@ -112,9 +124,11 @@ class CommandAgent:
         spec = self.spec
         source = self.input_root if partition.kind is InputKind.DIRECTORY else None
         items = partition.items if source is not None else ()
+        changes = self.changes if source is not None else None
         box = await self.sandboxes.provision(
-            spec.resources, session_id=session_id, source=source, items=items, allow_network=True
+            spec.resources, session_id=session_id, source=source, items=items, allow_network=True, changes=changes
         )
+        change = None
         try:
             home = box.workdir
             partition_file = str(home / PARTITION_FILE)
@@ -145,6 +159,9 @@ class CommandAgent:
             if edited:
                 files.update(await asyncio.to_thread(read_own_files, "jsonl", home, edited))
             report = parse_output(spec.format, run.stdout, analytics_log=analytics, files=files)
+            failure = _failure(run, report, spec.timeout)
+            if failure is None and not stopped:  # the session completes with what it changed
+                change = await box.capture()
         finally:
             await box.aclose()
         conversation = {k: v for k, v in files.items() if k not in edited}
@@ -159,13 +176,14 @@ class CommandAgent:
             exit_code=run.exit_code,
             timed_out=run.timed_out,
             killed=run.killed,
-            error=_failure(run, report, spec.timeout),
+            error=failure,
             stderr_tail=run.stderr[-_STDERR_TAIL:],
             duration=run.duration,
             cli_session_id=sid,
             state=state,
             stopped=stopped,
             auth_failed=authentication_failed(report.error),
+            change=change,
         )
 
 

@@ -23,7 +23,9 @@ files the tool itself writes in its home (the session's workspace), listed by :f
   fails the attempt, although aider exits 0.
 
 For the formats with a final text (claude, codex, aider's replies), JSON result items inside that text
-are used when present; otherwise the whole text counts as one result, as for the built-in agent.
+are used when present; else the findings it lists (a markdown list, one heading per finding, or one
+finding per line: :func:`~agent_fleet.hands.cli_text.split_findings`), each with the place it names;
+otherwise the whole text counts as one result, as for the built-in agent.
 Usage follows :class:`~agent_fleet.domain.usage.Usage`: ``input_tokens`` includes cached tokens.
 """
 
@@ -38,6 +40,7 @@ from typing import Any
 
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import UsageError
+from agent_fleet.hands.cli_text import split_findings
 
 __all__ = [
     "FORMATS",
@@ -156,10 +159,11 @@ def _items_in(text: str) -> list[dict[str, Any]]:
 
 
 def items_from_text(text: str | None) -> list[dict[str, Any]]:
-    """Result items in a final text; else the text itself as one item (empty text: none)."""
+    """Result items in a final text: JSON items, else its findings (a markdown list, headings, one
+    per line: :mod:`~agent_fleet.hands.cli_text`), else the text itself as one item (empty: none)."""
     if not text or not text.strip():
         return []
-    found = _items_in(text)
+    found = _items_in(text) or split_findings(text)
     if found:
         return found
     first = next(line.strip() for line in text.splitlines() if line.strip())
@@ -404,6 +408,8 @@ def _parse_aider(stdout: str, analytics: str, files: Mapping[str, str]) -> CliRe
         in_reply = _items_in(reply)
         found.extend(in_reply)
     edits = _edit_items(log, replies, files)
+    if not found and replies:  # a review in markdown: one result per finding, beside the edits
+        found = split_findings(replies[-1])
     if not found and not edits:
         found = items_from_text(replies[-1] if replies else None)
     unique = list({json.dumps(i, sort_keys=True): i for i in [*found, *edits]}.values())

@@ -2,7 +2,9 @@
 
 * :class:`Hands`: tools are called as ``execute(name, input) -> str``. A tool error is returned to
   the model as text (``ToolOutput.is_error``), never raised into the brain: the model decides whether
-  to retry.
+  to retry. Hands that keep state a new attempt must rebuild (the edits in a session's workspace) are
+  also :class:`Replays`: before the first tool call of an attempt they are given the session's earlier
+  successful calls.
 * :class:`SandboxProvider` / :class:`Sandbox`: a real process per command in a session's own
   workspace; how a run ended is a :class:`CompletedRun`, never an exception.
 * :class:`CliAgent`: an external command agent (``--agent-cmd``) run for one session; what it did is a
@@ -10,6 +12,11 @@
 
 A session asks for its sandbox's requests and limits with a :class:`ResourceSpec`; a CLI agent's own
 conversation, kept between attempts, is a :class:`CliState` (both named here too).
+
+A run that keeps its sessions' code changes (SPEC.md "Changes") gives its sandboxes a
+:class:`WorkspaceChanges`: every worktree starts at its base commit, and when a session ends its
+sandbox captures what it changed (``Sandbox.capture``) before the workspace is removed. Hands whose
+sandbox may hold such a change are a :class:`ChangeSource`.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, Required, TypedDict, Unpack
+from typing import Any, Protocol, Required, TypedDict, Unpack, runtime_checkable
 
 from agent_fleet.domain.model import ToolSpec
 from agent_fleet.domain.plan import Partition
@@ -30,6 +37,7 @@ from agent_fleet.hands.cli_state import CliState
 from agent_fleet.hands.resources import ResourceSpec
 
 __all__ = [
+    "ChangeSource",
     "CliAgent",
     "CliOutcome",
     "CliState",
@@ -38,11 +46,13 @@ __all__ = [
     "GatewayAccess",
     "Hands",
     "ProvisionOptions",
+    "Replays",
     "ResourceSpec",
     "Sandbox",
     "SandboxProvider",
     "SandboxState",
     "ToolOutput",
+    "WorkspaceChanges",
 ]
 
 
@@ -60,6 +70,38 @@ class Hands(Protocol):
 
     async def aclose(self) -> None:
         """Release whatever was provisioned (sandbox processes, worktrees). Safe to call twice."""
+
+
+@runtime_checkable
+class Replays(Protocol):
+    def replay(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """The session's earlier tool calls that succeeded, ``(name, arguments)`` in the order they ran
+        (from its log): what they changed is restored before this attempt's first tool call. Called
+        once, before any :meth:`Hands.execute`; calls to tools these hands do not replay are ignored."""
+
+
+@runtime_checkable
+class ChangeSource(Protocol):
+    """Hands that can say what their session changed in its workspace."""
+
+    async def change(self) -> dict[str, Any] | None:
+        """The data of the session's ``change`` event as its workspace is now; None when it has no
+        workspace of a repository, or nothing changed."""
+
+
+class WorkspaceChanges(Protocol):
+    """How a run keeps its sessions' changes (implemented by the changes plane, given by the engine)."""
+
+    @property
+    def base(self) -> str:
+        """The commit every worktree of the run starts from."""
+
+    def capture(
+        self, worktree: Path, *, gitdir: Path, items: Sequence[str], scratch: Sequence[str] = ()
+    ) -> dict[str, Any] | None:
+        """The ``change`` event of a session whose worktree top is ``worktree`` (its git directory
+        ``gitdir``): ``items`` are its partition's paths, ``scratch`` patterns of the sandbox's own
+        files, both relative to the input directory. Blocking (git runs); None when nothing changed."""
 
 
 class SandboxState(StrEnum):
@@ -121,6 +163,11 @@ class Sandbox(Protocol):
     def kill_processes(self) -> list[int]:
         """Kill every process of this sandbox now, as when its host dies; returns their pids."""
 
+    async def capture(self, scratch: Sequence[str] = ()) -> dict[str, Any] | None:
+        """The ``change`` event of the workspace as it is now (:class:`WorkspaceChanges`); None when
+        the run keeps no changes, the workspace is no worktree, or nothing changed. ``scratch``:
+        more files of the command's own, not its work (patterns relative to the working directory)."""
+
     async def aclose(self) -> None: ...
 
 
@@ -132,6 +179,9 @@ class ProvisionOptions(TypedDict, total=False):
     source: Path | None  # a git repository (the workspace is a worktree of it) or a directory; default none
     items: Sequence[str]  # paths relative to a ``source`` directory, copied into the workspace
     allow_network: bool | None  # default: as the provider is configured
+    changes: WorkspaceChanges | None  # the run keeps its changes: a worktree of its base; default none
+    commit: str | None  # a git ``source``: the commit its worktree is of; default HEAD
+    patch: bytes | None  # a git ``source``: a patch (``git diff --binary``) applied to the worktree
 
 
 class SandboxProvider(Protocol):
@@ -167,6 +217,7 @@ class CliOutcome:
     state: CliState | None = None  # the tool's conversation files as the run left them
     stopped: bool = False  # stopped after a budget refusal
     auth_failed: bool = False  # the tool reported a refused credential (another attempt cannot fix it)
+    change: dict[str, Any] | None = None  # what the run changed in its worktree (the ``change`` event)
 
     @property
     def ok(self) -> bool:

@@ -50,15 +50,14 @@ class Reaper:
         """
         report = ReapReport()
         doomed_sandboxes: set[str] = set()
-        if self.root.is_dir():
-            for base in sorted(p for p in self.root.iterdir() if p.is_dir()):
-                try:
-                    marker = json.loads((base / MARKER).read_text())
-                except (OSError, ValueError):
-                    continue  # not ours, or a workspace still being written
-                if not self._doomed(str(marker.get("owner", "")), str(marker.get("session_id", "")), live_session_ids):
-                    continue
-                doomed_sandboxes.add(str(marker.get("sandbox_id", base.name)))
+        for base in _subdirs(self.root):
+            try:
+                marker = json.loads((base / MARKER).read_text())
+            except (OSError, ValueError):
+                continue  # not ours, or a workspace still being written
+            if not self._doomed(str(marker.get("owner", "")), str(marker.get("session_id", "")), live_session_ids):
+                continue
+            doomed_sandboxes.add(str(marker.get("sandbox_id", base.name)))
         dead_owners: dict[str, bool] = {}
 
         def match(marks: dict[str, str]) -> bool:
@@ -86,3 +85,12 @@ class Reaper:
 
     def __repr__(self) -> str:
         return f"Reaper(root={self.root})"
+
+
+def _subdirs(root: Path) -> list[Path]:
+    """The directories under ``root``, none when it is gone (another engine's reaper may remove an
+    empty run directory while this one looks)."""
+    try:
+        return sorted(p for p in root.iterdir() if p.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []

@@ -30,11 +30,19 @@ from agent_fleet.clock import timeout as clock_timeout
 from agent_fleet.errors import FleetError
 from agent_fleet.hands import isolation
 from agent_fleet.hands._pipes import Capture, kill_group, read_fd, write_fd
-from agent_fleet.hands.port import CompletedRun, ProvisionOptions, Sandbox, SandboxProvider, SandboxState
+from agent_fleet.hands.port import (
+    CompletedRun,
+    ProvisionOptions,
+    Sandbox,
+    SandboxProvider,
+    SandboxState,
+    WorkspaceChanges,
+)
 from agent_fleet.hands.resources import ResourceSpec
 from agent_fleet.hands.workspace import Workspace, create_workspace, remove_workspace
 
 __all__ = [
+    "HOME_SCRATCH",
     "CompletedRun",
     "LazySandbox",
     "LocalSandbox",
@@ -47,6 +55,28 @@ __all__ = [
 ]
 
 _NOBODY = 65534
+# The working directory is the sandbox's HOME, so programs leave their own files there: the engine's
+# (.fleet-*), the coding CLIs' (conversations, settings, caches) and shells'. None of them is a
+# session's work; as untracked files they are never part of its change (gitignore patterns).
+HOME_SCRATCH = (
+    "/.fleet-*",
+    "/.claude/",
+    "/.claude.json",
+    "/.claude.json.*",
+    "/.codex/",
+    "/.aider*",
+    "/.cache/",
+    "/.config/",
+    "/.local/",
+    "/.npm/",
+    "/.ssh/",
+    "/.gitconfig",
+    "/.bash_history",
+    "/.python_history",
+    "/.lesshst",
+    "/.wget-hsts",
+    "/.viminfo",
+)
 _DRAIN_GRACE = 2.0  # seconds to collect output after the command's group is killed
 # CompletedRun, Sandbox, SandboxProvider and SandboxState are the hands port's; named here too.
 
@@ -78,6 +108,8 @@ class LocalSandbox:
         owner: str,
         allow_network: bool,
         clock: Clock,
+        changes: WorkspaceChanges | None = None,
+        items: Sequence[str] = (),
     ) -> None:
         self.sandbox_id = workspace.sandbox_id
         self.session_id = workspace.session_id
@@ -91,6 +123,8 @@ class LocalSandbox:
         self._owner = owner
         self._allow_network = allow_network
         self._clock = clock  # the wall-clock timeout runs on it
+        self._changes = changes
+        self._items = tuple(items)
         self._state = SandboxState.READY
         self._live_groups: set[int] = set()
         self.runs = 0
@@ -269,6 +303,14 @@ class LocalSandbox:
             kill_group(pgid)
         return self._kill_marked()
 
+    async def capture(self, scratch: Sequence[str] = ()) -> dict[str, Any] | None:
+        ws, changes = self.workspace, self._changes
+        if changes is None or ws.worktree is None or ws.gitdir is None or self.state is not SandboxState.READY:
+            return None
+        return await asyncio.to_thread(
+            changes.capture, ws.worktree, gitdir=ws.gitdir, items=self._items, scratch=(*HOME_SCRATCH, *scratch)
+        )
+
     async def aclose(self) -> None:
         if self._state is SandboxState.CLOSED:
             return
@@ -316,6 +358,9 @@ class LocalSandboxProvider:
         source: Path | None = None,
         items: Sequence[str] = (),
         allow_network: bool | None = None,
+        commit: str | None = None,
+        patch: bytes | None = None,
+        changes: WorkspaceChanges | None = None,
     ) -> LocalSandbox:
         await asyncio.to_thread(self._prepare_root)
         sandbox_id = f"sbx-{secrets.token_hex(6)}"
@@ -333,6 +378,8 @@ class LocalSandboxProvider:
                     source=src,
                     items=items,
                     chown=chown,
+                    commit=commit if commit is not None else (changes.base if changes is not None else None),
+                    patch=patch,
                 )
             except (OSError, ValueError) as exc:
                 await asyncio.to_thread(remove_workspace, self.root / sandbox_id)
@@ -351,6 +398,8 @@ class LocalSandboxProvider:
             owner=self.owner,
             allow_network=net,
             clock=self.clock,
+            changes=changes,
+            items=items,
         )
 
     def __repr__(self) -> str:
@@ -387,6 +436,14 @@ class LazySandbox:
                 self._sandbox = await self._provider.provision(self._resources, **self._options)
                 self.provisioned += 1
             return self._sandbox
+
+    async def change(self) -> dict[str, Any] | None:
+        """What the session changed in its current sandbox (the hands port's ``ChangeSource``)."""
+        async with self._lock:
+            box = self._sandbox
+            if box is None or box.state is not SandboxState.READY:
+                return None
+            return await box.capture()
 
     async def discard(self) -> None:
         """Drop the current sandbox (it misbehaved); the next :meth:`get` provisions a new one."""

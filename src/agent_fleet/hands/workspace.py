@@ -3,11 +3,18 @@
 Layout under the provider's root::
 
     <root>/<sandbox_id>/sandbox.json   marker: session, owner, worktree origin
-    <root>/<sandbox_id>/work/          the working directory (a git worktree or a plain directory)
+    <root>/<sandbox_id>/work/          a git worktree (the working directory is the input's place in
+                                       it) or a plain directory (the working directory)
     <root>/<sandbox_id>/tmp/           TMPDIR when bubblewrap is not there to give a private /tmp
 
 The marker is written before anything else is created and removed last, so a crash at any point
-leaves something the reaper recognises.
+leaves something the reaper recognises. For a worktree it also records the worktree's git
+directory as git made it, before any command ran in the workspace: the engine reads the session's
+change through that directory, never through a ``.git`` file the session could have rewritten.
+
+A worktree is made of ``commit`` when one is given (a run that keeps its sessions' changes: the
+input may then be any directory inside the repository), else of ``HEAD`` for an input that is the
+top of its repository; any other input gets a plain directory holding copies of its items.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MARKER", "Workspace", "create_workspace", "git_toplevel", "remove_workspace"]
+__all__ = ["MARKER", "Workspace", "create_workspace", "git_location", "git_toplevel", "remove_workspace"]
 
 MARKER = "sandbox.json"
 
@@ -35,6 +42,8 @@ class Workspace:
     workdir: Path
     tmpdir: Path
     worktree_of: Path | None  # the repository a worktree was added to
+    worktree: Path | None = None  # the worktree's top (the working directory is in it)
+    gitdir: Path | None = None  # the worktree's own git directory, as git made it
 
     def marker(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.base / MARKER).read_text())
@@ -59,6 +68,31 @@ def git_toplevel(path: Path) -> Path | None:
     return top if top == path.resolve() else None
 
 
+def git_location(path: Path) -> tuple[Path, str] | None:
+    """The top of the git work tree holding ``path`` (with at least one commit) and ``path``'s place
+    in it (``""`` or ``"dir/"``); None outside a repository."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--show-toplevel", "--show-prefix", "--verify", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    lines = out.stdout.splitlines()
+    return Path(lines[0]).resolve(), (lines[1] if len(lines) > 2 else "")
+
+
+def _gitdir(worktree: Path) -> Path:
+    """The git directory git wrote into a new worktree's ``.git`` file."""
+    text = (worktree / ".git").read_text().strip()
+    return (worktree / text.removeprefix("gitdir:").strip()).resolve()
+
+
 def _write_marker(base: Path, data: dict[str, Any]) -> None:
     tmp = base / (MARKER + ".tmp")
     tmp.write_text(json.dumps(data))
@@ -74,9 +108,14 @@ def create_workspace(
     source: Path | None = None,
     items: Sequence[str] = (),
     chown: tuple[int, int] | None = None,
+    commit: str | None = None,
+    patch: bytes | None = None,
 ) -> Workspace:
-    """Create the workspace: a worktree when ``source`` is a git repository, else a plain directory
-    holding copies of ``items`` (paths relative to ``source``), so a session sees only its own files.
+    """Create the workspace: a worktree of ``commit`` (or of HEAD when ``source`` is a repository's
+    top), else a plain directory holding copies of ``items`` (paths relative to ``source``), so a
+    session sees only its own files (module docstring). ``patch`` (a ``git diff --binary``) is applied
+    to a worktree before the sandbox's user is given the files; one that does not apply raises
+    ValueError.
     """
     base = root / sandbox_id
     base.mkdir(parents=True, exist_ok=False)
@@ -89,16 +128,28 @@ def create_workspace(
     _write_marker(base, marker)
     workdir, tmpdir = base / "work", base / "tmp"
     tmpdir.mkdir()
-    repo = git_toplevel(source) if source is not None else None
-    if repo is not None:
+    where = git_location(source) if source is not None else None
+    repo: Path | None = None
+    worktree: Path | None = None
+    gitdir: Path | None = None
+    if where is not None and (commit is not None or not where[1]):
+        repo, prefix = where
+        worktree = workdir
         marker["worktree_of"] = str(repo)
         _write_marker(base, marker)  # before the worktree exists: a crash in between is still reaped
         subprocess.run(
-            ["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(workdir), "HEAD"],
+            ["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(worktree), commit or "HEAD"],
             capture_output=True,
             timeout=300,
             check=True,
         )
+        if patch:
+            _apply(worktree, patch)
+        gitdir = _gitdir(worktree)
+        marker["gitdir"] = str(gitdir)
+        _write_marker(base, marker)
+        workdir = worktree / prefix if prefix else worktree
+        workdir.mkdir(parents=True, exist_ok=True)
     else:
         workdir.mkdir()
         if source is not None:
@@ -117,11 +168,27 @@ def create_workspace(
             for name in (*dirnames, *filenames):
                 with contextlib.suppress(OSError):
                     os.chown(os.path.join(dirpath, name), *chown, follow_symlinks=False)
-    return Workspace(sandbox_id, session_id, base, workdir, tmpdir, repo)
+    return Workspace(sandbox_id, session_id, base, workdir, tmpdir, repo, worktree, gitdir)
+
+
+def _apply(workdir: Path, patch: bytes) -> None:
+    """Apply a ``git diff --binary`` patch to the worktree's files (its index and the repository's
+    refs are left alone). Raises ValueError with git's reason when it does not apply."""
+    done = subprocess.run(
+        ["git", "-C", str(workdir), "apply", "--whitespace=nowarn", "-"],
+        input=patch,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip().splitlines()
+        raise ValueError(f"the change does not apply to its base: {reason[0] if reason else 'git apply failed'}")
 
 
 def remove_workspace(base: Path) -> bool:
-    """Remove a workspace (and its git worktree registration). Safe on half-created ones."""
+    """Remove a workspace (and its git worktree registration). Safe on half-created ones, and beside
+    another engine removing it at the same time; True when this call removed it."""
     if not base.exists():
         return False
     try:
@@ -138,14 +205,20 @@ def remove_workspace(base: Path) -> bool:
             check=False,
         )
     # rmtree tolerates what git already removed; the marker goes last
-    for child in sorted(base.iterdir(), key=lambda p: p.name == MARKER):
+    try:
+        children = sorted(base.iterdir(), key=lambda p: p.name == MARKER)
+    except FileNotFoundError:  # another engine's reaper removed it meanwhile
+        children = []
+    for child in children:
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child, ignore_errors=True)
         else:
             with contextlib.suppress(OSError):
                 child.unlink()
+    removed = False  # by this call: another engine's reaper may have got there first
     with contextlib.suppress(OSError):
         base.rmdir()
+        removed = True
     if repo:
         subprocess.run(["git", "-C", repo, "worktree", "prune"], capture_output=True, timeout=120, check=False)
-    return not base.exists()
+    return removed

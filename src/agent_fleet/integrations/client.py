@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 from agent_fleet.domain.events import EventType, SessionRecord, SessionState
 from agent_fleet.engine import RunOptions, RunReport, deploy, load_run, resume
+from agent_fleet.engine.changes import run_changes_view
 from agent_fleet.errors import SessionNotFound, UsageError
 from agent_fleet.observe.summary import read_run_figures
 from agent_fleet.options import budget_event_data
@@ -44,6 +45,7 @@ class RunOutcome:
     status: str  # completed | partial | failed | paused | interrupted
     summary: dict[str, Any]
     results: list[dict[str, Any]]
+    changes: dict[str, Any] | None = None  # the code changes (``agent-fleet changes --json``)
 
     @property
     def paused(self) -> bool:
@@ -54,10 +56,10 @@ class RunOutcome:
         return float(self.summary.get("cost_usd") or 0.0)
 
     @classmethod
-    async def of(cls, report: RunReport) -> RunOutcome:
+    async def of(cls, report: RunReport, changes: dict[str, Any] | None = None) -> RunOutcome:
         """The report's results as ``results.jsonl`` holds them (its order, its JSON)."""
         rows = await asyncio.to_thread(_read_jsonl, Path(report.out_dir) / "results.jsonl")
-        return cls(report.run_id, report.status, report.summary, rows)
+        return cls(report.run_id, report.status, report.summary, rows, changes)
 
 
 class FleetClient(Protocol):
@@ -103,6 +105,10 @@ class FleetClient(Protocol):
         """The open items of the review queue (:mod:`agent_fleet.supervise`), of one run or the recent ones."""
         ...
 
+    async def changes(self, run_id: str) -> dict[str, Any]:
+        """The code changes the run's sessions made (``agent-fleet changes RUN_ID --json``)."""
+        ...
+
 
 def fleet_client(
     *,
@@ -114,8 +120,8 @@ def fleet_client(
     """The client for these settings: the local engine over ``store``, or the control plane at ``server``."""
     if server:
         raise UsageError(
-            f"a fleet behind a server ({server}) needs `agent-fleet serve`, which this version does not have;"
-            " run locally with store=... instead"
+            f"this integration runs its fleet in its own process: give store=... instead of server={server!r}"
+            " (the MCP server acts through a server with `agent-fleet mcp --server URL`)"
         )
     return LocalFleet(store=store, api_key=api_key, env=env)
 
@@ -159,11 +165,15 @@ class LocalFleet:
         report = await deploy(
             options, store_url=self.store_url, api_key=self._api_key, env=self._env, on_start=started, run_id=run_id
         )
-        return await RunOutcome.of(report)
+        return await RunOutcome.of(report, await self.changes(report.run_id))
 
     async def resume(self, run_id: str) -> RunOutcome:
         report = await resume(run_id, store_url=self.store_url, api_key=self._api_key, env=self._env)
-        return await RunOutcome.of(report)
+        return await RunOutcome.of(report, await self.changes(run_id))
+
+    async def changes(self, run_id: str) -> dict[str, Any]:
+        async with self._store() as log:
+            return await run_changes_view(log, run_id)
 
     async def state(self, run_id: str) -> SessionState | None:
         async with self._store() as log:
@@ -175,7 +185,7 @@ class LocalFleet:
         if summary is None:
             raise UsageError(f"run {run_id} has not written its outputs yet")
         results = await asyncio.to_thread(_read_jsonl, out_dir / "results.jsonl")
-        return RunOutcome(run_id, str(summary["status"]), summary, results)
+        return RunOutcome(run_id, str(summary["status"]), summary, results, await self.changes(run_id))
 
     async def raise_budget(
         self, run_id: str, *, tokens: int | None = None, usd: str | None = None, note: Mapping[str, Any] | None = None

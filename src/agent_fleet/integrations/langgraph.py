@@ -7,8 +7,11 @@
     graph.add_node("fleet", fleet_node("Summarise each page", items_key="urls", store="sqlite:///fleet.db"))
 
 :func:`fleet_node` runs ``state[items_key]`` (a list of one-line strings) as one fleet run and returns
-``{results_key: [rows of results.jsonl], "fleet_run_id": ..., "fleet_cost_usd": ...}``. With the run
-id already in the state it continues that run instead of starting another.
+``{results_key: [rows of results.jsonl], "fleet_run_id": ..., "fleet_cost_usd": ..., "fleet_changes":
+...}``. With the run id already in the state it continues that run instead of starting another. Given
+``input_path`` (a directory: a codebase), it runs over that directory instead of a list, and
+``fleet_changes`` holds the code changes its sessions made (``agent-fleet changes --json``: each
+change's branch, files, size, and whether it was merged into ``fleet/RUN_ID``).
 
 Durable across crashes of the graph process. The run id is chosen inside a LangGraph task
 (``@task``): LangGraph saves a task's result with the checkpointer as soon as it returns, before the
@@ -53,7 +56,7 @@ from agent_fleet.integrations.client import (
 
 __all__ = ["FleetNode", "fleet_node", "fleet_sends"]
 
-_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(RunOptions)) - {"task", "input_path", "agents"}
+_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(RunOptions)) - {"task", "agents"}
 _CLIENT_NAMES = frozenset({"store", "server", "api_key"})
 _ENDS = frozenset({EventType.RUN_PAUSED, EventType.RUN_COMPLETED, EventType.RUN_FAILED})
 
@@ -72,6 +75,7 @@ def fleet_node(
     agents: int = 10,
     run_id_key: str = "fleet_run_id",
     cost_key: str = "fleet_cost_usd",
+    changes_key: str = "fleet_changes",
     runs_key: str | None = None,
     client: FleetClient | None = None,
     name: str = "fleet",
@@ -81,7 +85,9 @@ def fleet_node(
 
     ``deploy_options`` are ``deploy``'s options by their Python names (``provider``, ``store``,
     ``server``, ``budget_tokens``, ``model``, ``config_path`` …). ``run_id_key`` / ``cost_key`` name the
-    state keys the run id and its cost go to (two fleet nodes in one graph need their own). In a
+    state keys the run id and its cost go to (two fleet nodes in one graph need their own), ``changes_key``
+    the run's code changes. With ``input_path`` (a directory) the node runs over that codebase and
+    ``state[items_key]`` is not read. In a
     ``Send`` fan-out, where branches write at once, give ``runs_key`` (a list key with a reducer such
     as ``operator.add``): each branch then writes ``{runs_key: [{run_id, status, cost_usd, items}]}``
     instead of the two single-value keys.
@@ -102,6 +108,7 @@ def fleet_node(
         results_key=results_key,
         run_id_key=run_id_key,
         cost_key=cost_key,
+        changes_key=changes_key,
         runs_key=runs_key,
     )
     return RunnableLambda(node.invoke, afunc=node.ainvoke, name=name)
@@ -140,6 +147,7 @@ class FleetNode:
     results_key: str
     run_id_key: str
     cost_key: str
+    changes_key: str
     runs_key: str | None
 
     def invoke(self, state: Mapping[str, Any]) -> dict[str, Any]:
@@ -192,16 +200,32 @@ class FleetNode:
         return await self.advance(run_id, items)
 
     def _items(self, state: Mapping[str, Any]) -> list[str]:
+        if self.options.get("input_path"):  # a codebase: the directory is the input
+            return []
         return check_items(state.get(self.items_key), f"fleet_node: state[{self.items_key!r}]")
 
     def _options(self, run_id: str, items: Sequence[str]) -> RunOptions:
-        return items_run(self.task, items, agents=self.agents, run_id=run_id, options=self.options)
+        if self.options.get("input_path"):
+            return RunOptions(task=self.task, agents=self.agents, **self.options)
+        listed = {k: v for k, v in self.options.items() if k != "input_path"}
+        return items_run(self.task, items, agents=self.agents, run_id=run_id, options=listed)
 
     def _update(self, outcome: RunOutcome, items: int) -> dict[str, Any]:
         if self.runs_key is not None:
-            run = {"run_id": outcome.run_id, "status": outcome.status, "cost_usd": outcome.cost_usd, "items": items}
+            run = {
+                "run_id": outcome.run_id,
+                "status": outcome.status,
+                "cost_usd": outcome.cost_usd,
+                "items": items,
+                "changes": outcome.changes,
+            }
             return {self.results_key: outcome.results, self.runs_key: [run]}
-        return {self.results_key: outcome.results, self.run_id_key: outcome.run_id, self.cost_key: outcome.cost_usd}
+        return {
+            self.results_key: outcome.results,
+            self.run_id_key: outcome.run_id,
+            self.cost_key: outcome.cost_usd,
+            self.changes_key: outcome.changes,
+        }
 
 
 def _question(outcome: RunOutcome) -> dict[str, Any]:

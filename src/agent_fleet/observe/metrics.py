@@ -7,15 +7,27 @@ themselves. Admission's families keep Kueue's names and come from the admission 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-__all__ = ["FleetSnapshot", "ModelFigures", "metrics_key", "render"]
+__all__ = [
+    "CHECK_WAIT_BUCKETS",
+    "CheckFigures",
+    "FleetSnapshot",
+    "ModelFigures",
+    "check_figures",
+    "metrics_key",
+    "render",
+]
+
+# Seconds a check waited for its `fleet.dev/checks` admission (Kueue's own wait buckets, cut at an hour).
+CHECK_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0)
+_CHECK_OUTCOMES = ("passed", "failed", "timeout", "skipped")
 
 
 def metrics_key(run_id: str) -> str:
@@ -33,6 +45,49 @@ class ModelFigures:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CheckFigures:
+    """A run's checks: how many ended in each outcome, and their admission waits as a histogram
+    (``wait_buckets[i]`` counts the waits ≤ ``CHECK_WAIT_BUCKETS[i]``, cumulatively)."""
+
+    outcomes: Mapping[str, int] = field(default_factory=dict)
+    wait_buckets: tuple[int, ...] = ()
+    wait_count: int = 0
+    wait_sum: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcomes": dict(self.outcomes),
+            "wait_buckets": list(self.wait_buckets),
+            "wait_count": self.wait_count,
+            "wait_sum": self.wait_sum,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CheckFigures:
+        return cls(
+            outcomes={str(k): int(v) for k, v in d.get("outcomes", {}).items()},
+            wait_buckets=tuple(int(n) for n in d.get("wait_buckets", ())),
+            wait_count=int(d.get("wait_count", 0)),
+            wait_sum=float(d.get("wait_sum", 0.0)),
+        )
+
+
+def check_figures(checks: Iterable[Mapping[str, Any]]) -> CheckFigures:
+    """The figures of recorded checks (``check`` events' data): the one place they are counted, for
+    the live metrics, the final ones and the dashboard alike. A skipped check waited for nothing."""
+    outcomes = dict.fromkeys(_CHECK_OUTCOMES, 0)
+    waits: list[float] = []
+    for data in checks:
+        outcome = str(data.get("outcome", "failed"))
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        wait = data.get("wait_s")
+        if outcome != "skipped" and isinstance(wait, int | float):
+            waits.append(max(0.0, float(wait)))
+    buckets = tuple(sum(1 for w in waits if w <= le) for le in CHECK_WAIT_BUCKETS)
+    return CheckFigures(outcomes=outcomes, wait_buckets=buckets, wait_count=len(waits), wait_sum=sum(waits))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetSnapshot:
     run_id: str
     models: Mapping[str, ModelFigures]
@@ -42,9 +97,11 @@ class FleetSnapshot:
     dedup_ratio: float | None = None
     results_raw: int = 0
     results_unique: int = 0
+    checks: CheckFigures | None = None  # with --check
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "checks": None if self.checks is None else self.checks.to_dict(),
             "run_id": self.run_id,
             "models": {
                 m: {
@@ -76,6 +133,7 @@ class FleetSnapshot:
             dedup_ratio=d.get("dedup_ratio"),
             results_raw=int(d.get("results_raw", 0)),
             results_unique=int(d.get("results_unique", 0)),
+            checks=CheckFigures.from_dict(d["checks"]) if d.get("checks") else None,
         )
 
 
@@ -124,6 +182,27 @@ class _FleetCollector(Collector):
             dedup = GaugeMetricFamily("fleet_dedup_ratio", "Share of raw results that were duplicates.", labels=["run"])
             dedup.add_metric([s.run_id], s.dedup_ratio)
             yield dedup
+        if s.checks is not None:
+            yield from _check_families(s.run_id, s.checks)
+
+
+def _check_families(run_id: str, c: CheckFigures) -> Iterator[Any]:
+    checks = CounterMetricFamily("fleet_checks", "Checks of the run's changes by outcome.", labels=["run", "outcome"])
+    for outcome, n in sorted(c.outcomes.items()):
+        checks.add_metric([run_id, outcome], n)
+    yield checks
+    wait = HistogramMetricFamily(
+        "fleet_check_admission_wait_seconds",
+        "Time a check waited for its fleet.dev/checks admission.",
+        labels=["run"],
+    )
+    cumulative = [(_le(le), float(n)) for le, n in zip(CHECK_WAIT_BUCKETS, c.wait_buckets, strict=False)]
+    wait.add_metric([run_id], [*cumulative, ("+Inf", float(c.wait_count))], c.wait_sum)
+    yield wait
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
 
 
 def render(snapshot: FleetSnapshot, *, admission: bytes = b"") -> bytes:

@@ -31,8 +31,22 @@ from typing import Any
 from opentelemetry import context, trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
+from agent_fleet.domain.decode import decode
 from agent_fleet.domain.events import Event, EventType
-from agent_fleet.domain.model import ChatResponse
+from agent_fleet.domain.payloads import (
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    Payload,
+    RunCreated,
+    RunEnded,
+    SessionCreated,
+    SessionFailed,
+    SessionPaused,
+    SessionPreempted,
+    ToolCalled,
+    ToolResult,
+)
 
 __all__ = ["FleetTelemetry"]
 
@@ -50,6 +64,15 @@ _RUN_ENDS: dict[str, str] = {
     EventType.RUN_FAILED: "failed",
     EventType.RUN_INTERRUPTED: "interrupted",
 }
+
+
+def _why_ended(p: Payload) -> str | None:
+    """What a session's end records as its cause: a failure's error, else a pause's or preemption's reason."""
+    if isinstance(p, SessionFailed):
+        return p.error or None
+    if isinstance(p, SessionPaused | SessionPreempted):
+        return p.reason or None
+    return None
 
 
 def _ns(seconds: float) -> int:
@@ -116,13 +139,13 @@ class FleetTelemetry:
         if "." not in sid:
             self._run_event(ev)
             return
-        t = ev.type
-        if t == EventType.SESSION_CREATED:
-            self._models[sid] = str(ev.data.get("model") or "")
+        t, p = ev.type, decode(ev)
+        if isinstance(p, SessionCreated):
+            self._models[sid] = p.model
         elif t in (EventType.SESSION_STARTED, EventType.SESSION_RESUMED):
             self._start_session(ev)
         elif t in _SESSION_ENDS:
-            self._end_session(sid, ev.time, _SESSION_ENDS[t], ev.data.get("error") or ev.data.get("reason"))
+            self._end_session(sid, ev.time, _SESSION_ENDS[t], _why_ended(p))
         elif t == EventType.MODEL_REQUEST:
             self._start_call(ev)
         elif t in (EventType.MODEL_RESPONSE, EventType.MODEL_ERROR):
@@ -136,12 +159,14 @@ class FleetTelemetry:
         run_id = ev.session_id
         if ev.type in (EventType.RUN_CREATED, EventType.RUN_RESUMED) and run_id not in self._runs:
             attrs = {"fleet.run_id": run_id}
-            if ev.type == EventType.RUN_CREATED:
-                attrs["fleet.task"] = str(ev.data.get("task", ""))[:500]
+            created = decode(ev)
+            if isinstance(created, RunCreated):
+                attrs["fleet.task"] = created.task[:500]
             self._runs[run_id] = self._tracer.start_span("fleet.run", start_time=_ns(ev.time), attributes=attrs)
         elif ev.type in _RUN_ENDS and run_id in self._runs:
             span = self._runs.pop(run_id)
-            brief = ev.data.get("summary") or {}
+            ended = decode(ev)
+            brief = (ended.summary if isinstance(ended, RunEnded) else None) or {}
             span.set_attribute("fleet.status", _RUN_ENDS[ev.type])
             for key in ("cost_usd", "results_raw", "results_unique"):
                 if brief.get(key) is not None:
@@ -179,14 +204,15 @@ class FleetTelemetry:
 
     def _start_call(self, ev: Event) -> None:
         s = self._session(ev)
-        model = str(ev.data.get("model") or s.model)
+        p = decode(ev)
+        model = (p.model if isinstance(p, ModelRequest | ModelError) else "") or s.model
         attrs: dict[str, str | int] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.system": self._system,
             "gen_ai.provider.name": self._system,
             "gen_ai.request.model": model,
             "fleet.session_id": ev.session_id,
-            "fleet.turn": int(ev.data.get("turn", 0)),
+            "fleet.turn": p.turn if isinstance(p, ModelRequest | ModelResponse | ModelError) else 0,
         }
         ctx = trace.set_span_in_context(s.span)
         s.call = self._tracer.start_span(f"chat {model}", context=ctx, start_time=_ns(ev.time), attributes=attrs)
@@ -198,11 +224,12 @@ class FleetTelemetry:
         span = s.call
         assert span is not None
         s.call = None
-        if ev.type == EventType.MODEL_ERROR:
-            span.set_attribute("error.type", str(ev.data.get("kind") or ev.data.get("status") or "error"))
-            span.set_status(Status(StatusCode.ERROR, str(ev.data.get("error", ""))[:200]))
-        else:
-            response = ChatResponse.from_dict(ev.data["response"])
+        p = decode(ev)
+        if isinstance(p, ModelError):
+            span.set_attribute("error.type", str(p.kind or p.status or "error"))
+            span.set_status(Status(StatusCode.ERROR, p.error[:200]))
+        elif isinstance(p, ModelResponse):
+            response = p.response
             span.set_attribute("gen_ai.response.model", response.model)
             span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", response.usage.output_tokens)
@@ -214,8 +241,8 @@ class FleetTelemetry:
 
     def _start_tool(self, ev: Event) -> None:
         s = self._session(ev)
-        name = str(ev.data.get("name", ""))
-        call_id = str(ev.data.get("call_id", ""))
+        p = decode(ev)
+        name, call_id = (p.name, p.call_id) if isinstance(p, ToolCalled) else ("", "")
         attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
         ctx = trace.set_span_in_context(s.span)
         s.tools[call_id] = self._tracer.start_span(
@@ -224,9 +251,12 @@ class FleetTelemetry:
 
     def _end_tool(self, ev: Event) -> None:
         s = self._sessions.get(ev.session_id)
-        span = s.tools.pop(str(ev.data.get("call_id", "")), None) if s is not None else None
+        p = decode(ev)
+        if s is None or not isinstance(p, ToolResult):
+            return
+        span = s.tools.pop(p.call_id, None)
         if span is None:
             return
-        if ev.data.get("is_error"):
+        if p.is_error:
             span.set_status(Status(StatusCode.ERROR, "the tool returned an error"))
         span.end(end_time=_ns(ev.time))

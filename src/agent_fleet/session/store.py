@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from agent_fleet.errors import ConfigError
 from agent_fleet.session._codec import redact_url
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         return a, b  # mypy checks both classes against the port here
 
 
-__all__ = ["DEFAULT_STORE_URL", "STORE_ENV", "open_store", "resolve_store_url"]
+__all__ = ["DEFAULT_STORE_URL", "STORE_ENV", "open_store", "resolve_store_url", "store_file"]
 
 DEFAULT_STORE_URL = "sqlite:///.fleet/fleet.db"
 STORE_ENV = "FLEET_STORE"
@@ -51,6 +51,12 @@ def resolve_store_url(cli_value: str | None) -> str:
     return from_env or DEFAULT_STORE_URL
 
 
+def store_file(url: str) -> Path | None:
+    """The file a SQLite store URL names (None for PostgreSQL). Raises ConfigError for a bad URL."""
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    return _sqlite_path(urlsplit(url), url) if scheme == "sqlite" else None
+
+
 def open_store(url: str) -> SqliteSessionLog | PostgresSessionLog:
     """The session log a store URL names, not yet opened. Raises ConfigError for a bad URL."""
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
@@ -63,13 +69,18 @@ def open_store(url: str) -> SqliteSessionLog | PostgresSessionLog:
     )
 
 
-def _sqlite(url: str) -> SqliteSessionLog:
-    parts = urlsplit(url)
+def _sqlite_path(parts: SplitResult, url: str) -> Path:
     if parts.netloc or not parts.path.startswith("/") or len(parts.path) < 2:
         raise ConfigError(f"bad SQLite store URL {url!r}: write sqlite:///relative/path.db or sqlite:////abs/path.db")
     raw_path = unquote(parts.path[1:])
     if raw_path == ":memory:":
         raise ConfigError("an in-memory SQLite store cannot be shared by the writer and readers; give a file path")
+    return Path(raw_path).expanduser()
+
+
+def _sqlite(url: str) -> SqliteSessionLog:
+    parts = urlsplit(url)
+    path = _sqlite_path(parts, url)
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(options) - _SQLITE_OPTIONS)
     if unknown:
@@ -81,7 +92,7 @@ def _sqlite(url: str) -> SqliteSessionLog:
         raise ConfigError(f"bad SQLite store option sync={sync!r}: expected normal or full")
     retry = _retry_s(options.get("retry_s"))
     foreign = _foreign_tables(options.get("foreign_tables"))
-    return SqliteSessionLog(Path(raw_path).expanduser(), sync=sync, retry_deadline_s=retry, foreign_tables=foreign)
+    return SqliteSessionLog(path, sync=sync, retry_deadline_s=retry, foreign_tables=foreign)
 
 
 def _postgres(url: str) -> PostgresSessionLog:

@@ -18,6 +18,8 @@ from typing import Any
 
 from agent_fleet.clock import Clock
 from agent_fleet.config import FleetConfig
+from agent_fleet.domain.accounts import queue_account
+from agent_fleet.domain.calls import CallShape, Quirks
 from agent_fleet.errors import ConfigError
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.limiter import AdaptiveConfig
@@ -108,9 +110,11 @@ def build_gateway(
         tokens_per_minute=rl.tokens_per_minute,
         router=Router(cfg.models) if len(cfg.models) > 1 else None,
         give_up_after_s=cfg.provider.give_up_after_s,
+        shapes={key: CallShape.of(m) for m in cfg.models for key in (m.name, m.model)},
+        timeout_s=timeout,
     )
     for queue, usd in b.queue_usd.items():
-        gw.set_queue_budget(queue, usd=usd)
+        gw.set_queue_budget(queue_account(queue), usd=usd)
     for name, usd in b.model_usd.items():
         gw.set_model_budget(aliases.get(name, name), usd=usd)
     return gw
@@ -128,7 +132,7 @@ def _config_providers(
 ) -> tuple[dict[str, ModelProvider], dict[str, str], ModelProvider | None]:
     """fleet.yaml's models on one provider per endpoint: the routes (by name and by model id), the
     aliases (name → model id), and the default (the model asked for, else the first; None without models)."""
-    endpoints: dict[tuple[str, str, str, bool | None], ModelProvider] = {}
+    endpoints: dict[tuple[str, str, str, bool | None, tuple[tuple[str, bool], ...], float], ModelProvider] = {}
     routes: dict[str, ModelProvider] = {}
     aliases: dict[str, str] = {}
     default: ModelProvider | None = None
@@ -141,7 +145,9 @@ def _config_providers(
         else:
             url = resolve_base_url(base_url, env)
         key_env = m.api_key_env or ""
-        ident = (kind, url or "", key_env, m.responses_api)
+        quirks = Quirks.declared(m.compat)
+        wait = m.timeout_s or timeout  # a model's own limit bounds what the gateway service relays too
+        ident = (kind, url or "", key_env, m.responses_api, tuple(sorted(quirks.known.items())), wait)
         p = endpoints.get(ident)
         if p is None:
             key = env.get(key_env) if key_env else None
@@ -153,11 +159,12 @@ def _config_providers(
                 api_key=key,
                 model=m.model,
                 base_url=url,
-                timeout=timeout,
+                timeout=wait,
                 max_connections=max_conn,
                 name=f"{kind}@{url or 'default'}" + ("+responses" if m.responses_api else ""),
                 env=env,
                 responses_api=m.responses_api,
+                quirks=quirks,
             )
             endpoints[ident] = p
         routes[m.name] = routes[m.model] = p

@@ -23,7 +23,6 @@ on the wire) its reservation, so a budget is never undercounted.
 from __future__ import annotations
 
 import random
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
@@ -31,7 +30,8 @@ from typing import Any
 
 from agent_fleet.clock import Clock, RealClock
 from agent_fleet.domain.accounts import AccountScope
-from agent_fleet.domain.errors import error_kind
+from agent_fleet.domain.calls import CallShape, filled
+from agent_fleet.domain.error_kinds import error_kind
 from agent_fleet.domain.model import ChatRequest, ChatResponse, EmbeddingResult
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import (
@@ -42,36 +42,27 @@ from agent_fleet.errors import (
     ProviderUnreachable,
     QuotaExhausted,
 )
-from agent_fleet.spend.breaker import BreakerConfig, CircuitBreaker
 from agent_fleet.spend.budget import UNSET, Account, BudgetBook
-from agent_fleet.spend.call import CallSlot, Lane
-from agent_fleet.spend.embeddings import embed_through
+from agent_fleet.spend.call import CallSlot
+from agent_fleet.spend.embedding_calls import embed_through
 from agent_fleet.spend.estimate import PromptEstimator
 from agent_fleet.spend.gateway_state import GatewayStatistics, apply_budget_event
-from agent_fleet.spend.health import DEFAULT_GIVE_UP_AFTER_S, ProviderHealth
-from agent_fleet.spend.limiter import (
-    AdaptiveConcurrency,
-    AdaptiveConfig,
-    ConcurrencyLimiter,
-    TokenBucket,
-    WindowVerdict,
-)
+from agent_fleet.spend.groups import RunGroups, restore_session
+from agent_fleet.spend.limiter import AdaptiveConfig, ConcurrencyLimiter, WindowVerdict
 from agent_fleet.spend.meter import Meter, Tally
-from agent_fleet.spend.pacing import learned_cap, window_state, windows_from
+from agent_fleet.spend.model_breaker import BreakerConfig
+from agent_fleet.spend.patience import DEFAULT_SILENCE_S, Pace, answer_limit, worth_streaming
 from agent_fleet.spend.port import ModelProvider
 from agent_fleet.spend.prices import PriceTable
-from agent_fleet.spend.retry import RetryPolicy
-from agent_fleet.spend.router import Router, fallback_cause
+from agent_fleet.spend.provider_health import DEFAULT_GIVE_UP_AFTER_S
+from agent_fleet.spend.retry import RetryPolicy, fallback_cause
+from agent_fleet.spend.router import Router
+from agent_fleet.spend.traffic import Traffic
 
 __all__ = ["Gateway", "GatewayStatistics", "apply_budget_event"]
 
 
 _ZERO = Decimal(0)
-
-
-def _named(provider: ModelProvider) -> str:
-    host = getattr(provider, "host", "")
-    return f"{provider.name} ({host})" if host and host not in provider.name else provider.name
 
 
 def _usd(value: Any) -> Decimal | None:
@@ -114,6 +105,8 @@ class Gateway:
         router: Router | None = None,
         on_route: Callable[[str, dict[str, str]], None] | None = None,
         give_up_after_s: float = DEFAULT_GIVE_UP_AFTER_S,
+        shapes: Mapping[str, CallShape] | None = None,
+        timeout_s: float = DEFAULT_SILENCE_S,
     ) -> None:
         self.provider = provider
         self.routes: dict[str, ModelProvider] = dict(routes or {})
@@ -123,7 +116,6 @@ class Gateway:
         self.run_id = run_id
         self.prices = prices or PriceTable()
         self.retry = retry or RetryPolicy()
-        self.breaker_config = breaker or BreakerConfig()
         self.book = BudgetBook(
             session_tokens=session_tokens,
             session_usd=_usd(session_usd),
@@ -134,102 +126,48 @@ class Gateway:
             strict_floor=strict_floor,
         )
         self.meter = Meter()
+        self.groups = RunGroups(self.book, self.meter)  # a run's queue and team accounts (spend.groups)
         self.estimator = estimator or PromptEstimator()
         self._estimate_prompt = estimate_prompt
-        self._rand = rand or random.random
+        self.rand: Callable[[], float] = rand or random.random  # the retry delays' jitter
         self.router = router
         self.on_route = on_route  # told of every fallback decision: (session_id, {model, name, tier, reason})
-        self._adaptive_config: AdaptiveConfig | None
         if adaptive is True:
-            self._adaptive_config = AdaptiveConfig(baseline=concurrency)
-        elif adaptive is False:
-            self._adaptive_config = None
-        else:
-            self._adaptive_config = adaptive
-        self._concurrency = concurrency
-        self._give_up_after_s = give_up_after_s
-        self._rpm = requests_per_minute
-        self._tpm = tokens_per_minute
-        self._lanes: dict[str, Lane] = {}
-        self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
-        self._exhausted: set[str] = set()
-        self._signals: dict[tuple[str, str], tuple[float, Any]] = {}  # last rate-limit headers per model
+            adaptive = AdaptiveConfig(baseline=concurrency)
+        self.traffic = Traffic(
+            self.clock,
+            concurrency=concurrency,
+            adaptive=adaptive if isinstance(adaptive, AdaptiveConfig) else None,
+            breaker=breaker or BreakerConfig(),
+            requests_per_minute=requests_per_minute,
+            tokens_per_minute=tokens_per_minute,
+            give_up_after_s=give_up_after_s,
+        )
+        # fleet.yaml models[] by name and model id: what a call leaves unset is filled from its model's entry
+        self.shapes: dict[str, CallShape] = dict(shapes or {})
+        self.timeout_s = timeout_s  # how long a server may stay silent (a model's own timeout_s wins)
+        self._paces: dict[tuple[str, str], Pace] = {}
         self._session_accounts: dict[str, tuple[Account, ...]] = {}
         self._session_queue: dict[str, str] = {}
         self._restored: dict[str, tuple[Usage, Decimal]] = {}
-        self._in_flight = 0
         self._closed = False
-        self.verdicts: deque[tuple[str, WindowVerdict]] = deque(maxlen=256)
         for p in (provider, *self.routes.values()):
-            self._lane(p)
+            self.traffic.lane(p)
 
     # --- wiring ---------------------------------------------------------------------------------
 
-    def _lane(self, provider: ModelProvider) -> Lane:
-        lane = self._lanes.get(provider.name)
-        if lane is None:
-            now = self.clock.now()
-            cfg = self._adaptive_config
-            lane = Lane(
-                name=provider.name,
-                limiter=ConcurrencyLimiter(self._concurrency),
-                adaptive=AdaptiveConcurrency(cfg, start=now) if cfg is not None else None,
-                rpm=TokenBucket.per_minute(self._rpm, now=now, burst_s=10.0) if self._rpm else None,
-                tpm=TokenBucket.per_minute(self._tpm, now=now, burst_s=10.0) if self._tpm else None,
-                health=ProviderHealth(_named(provider), self._give_up_after_s),
-            )
-            if cfg is not None:
-                lane.limiter.total = min(self._concurrency, cfg.baseline)
-            self._lanes[provider.name] = lane
-            if hasattr(provider, "on_signals"):
-                provider.on_signals = self._signal_sink(lane)
-        return lane
-
-    def _signal_sink(self, lane: Lane) -> Callable[[str, Any], None]:
-        def sink(model: str, signals: Any) -> None:  # see spend.pacing for how the headers are read
-            now = self.clock.now()
-            self._signals[(lane.name, model)] = (now, signals)
-            requests, tokens = windows_from(now, signals)
-            lane.requests_window = requests or lane.requests_window
-            lane.tokens_window = tokens or lane.tokens_window
-
-        return sink
-
-    def window_seen(self, provider: str, model: str, since: float) -> str | None:
-        """What the provider's headers, since ``since`` (this attempt), said of its windows:
-        ``"exhausted"``, ``"room"`` or None (no headers). See :func:`~agent_fleet.spend.pacing.window_state`."""
-        seen = self._signals.get((provider, model))
-        if seen is None or seen[0] < since:
-            return None
-        return window_state(seen[1])
-
-    def learn_cap(self, lane: Lane, now: float, on_the_wire: int) -> None:
-        """A 429 with room left in the provider's windows: a concurrency cap (spend.pacing)."""
-        cap = learned_cap(on_the_wire)
-        if lane.adaptive is not None:
-            lane.adaptive.cap(cap)
-            cap = lane.adaptive.limit
-        if cap < lane.limiter.total:
-            lane.limiter.total = cap
+    @property
+    def verdicts(self) -> Sequence[tuple[str, WindowVerdict]]:
+        """The adaptive limits' recent changes: (provider, verdict)."""
+        return self.traffic.verdicts
 
     def provider_down(self) -> ProviderDown | None:
         """Why the run must stop now (a provider refused the credentials, or has had no success for
-        ``give_up_after_s`` while failing), else None. See :mod:`agent_fleet.spend.health`."""
-        now = self.clock.now()
-        for lane in self._lanes.values():
-            verdict = lane.health.verdict(now) if lane.health is not None else None
-            if verdict is not None:
-                return verdict
-        return None
+        ``give_up_after_s`` while failing), else None. See :mod:`agent_fleet.spend.provider_health`."""
+        return self.traffic.provider_down()
 
     def provider_for(self, model: str) -> ModelProvider:
         return self.routes.get(model, self.provider) if model else self.provider
-
-    def _breaker(self, provider: str, model: str) -> CircuitBreaker:
-        b = self._breakers.get((provider, model))
-        if b is None:
-            b = self._breakers[(provider, model)] = CircuitBreaker(self.breaker_config)
-        return b
 
     def register_session(self, session_id: str, *, queue: str | None = None) -> None:
         """Put a session under a team/queue account as well (before its first call)."""
@@ -237,7 +175,13 @@ class Gateway:
             self._session_queue[session_id] = queue
         self._session_accounts.pop(session_id, None)
 
-    def _accounts(self, session_id: str, model: str) -> tuple[Account, ...]:
+    def assign_run(self, run_id: str, *, queue: str | None = None, team: str | None = None) -> None:
+        """Charge every call of the run (any session id ``RUN.…``) to its LocalQueue's and its team's
+        accounts too (:mod:`agent_fleet.spend.groups`); before its first call."""
+        self.groups.assign(run_id, queue=queue, team=team)
+        self._session_accounts.clear()
+
+    def accounts(self, session_id: str, model: str) -> tuple[Account, ...]:
         accts = self._session_accounts.get(session_id)
         if accts is None:
             book = self.book
@@ -245,6 +189,7 @@ class Gateway:
             queue = self._session_queue.get(session_id)
             if queue is not None:
                 base.append(book.account(AccountScope.QUEUE, queue))
+            base += [a for a in self.groups.accounts(session_id) if a not in base]
             accts = self._session_accounts[session_id] = tuple(base)
         model_acct = self.book.find(AccountScope.MODEL, model)
         return accts if model_acct is None else (*accts, model_acct)
@@ -262,7 +207,7 @@ class Gateway:
     ) -> CallSlot:
         """A guarded call for ``session_id`` (see :mod:`agent_fleet.spend.call`); use with ``async with``."""
         provider = provider or self.provider_for(model)
-        lane = self._lanes.get(provider.name) or self._lane(provider)
+        lane = self.traffic.lanes.get(provider.name) or self.traffic.lane(provider)
         return CallSlot(
             self,
             lane,
@@ -292,7 +237,7 @@ class Gateway:
             raise self._out_of_quota(request.model, exc) from None
 
     def _out_of_quota(self, model: str, exc: QuotaExhausted) -> OutOfQuota:
-        lane = self._lanes.get(self.provider_for(model).name)
+        lane = self.traffic.lanes.get(self.provider_for(model).name)
         out = OutOfQuota(str(exc), status=exc.status)
         out.retried, out.model = getattr(exc, "retried", ()), getattr(exc, "model", model)  # type: ignore[attr-defined]
         if lane is not None and lane.health is not None and lane.health.refused is None:
@@ -318,7 +263,7 @@ class Gateway:
                     raise
                 model = self.aliases.get(request.model, request.model) or getattr(self.provider, "model", "")
                 tried.add(model)
-                route = self.router.fallback(model, cause=cause, unavailable=tried | self._exhausted)
+                route = self.router.fallback(model, cause=cause, unavailable=tried | self.traffic.exhausted)
                 if route is None:
                     raise
                 if self.on_route is not None:
@@ -330,14 +275,35 @@ class Gateway:
         model = self.aliases.get(request.model, request.model) or getattr(provider, "model", "")
         if model != request.model:
             request = replace(request, model=model)
+        shape = self.shapes.get(model)
+        if shape is not None:
+            request = filled(request, shape)
         raw, prompt = self.estimate_prompt(model, request)
+        silence = shape.timeout_s if shape is not None and shape.timeout_s else self.timeout_s
+        pace = self._paces.get((provider.name, model))
+        if pace is None:
+            pace = self._paces[(provider.name, model)] = Pace()
         async with self.slot(
             session_id, model=model, prompt_tokens=prompt, max_tokens=request.max_tokens, provider=provider
         ) as slot:
             # a strict budget may have lowered max_tokens to what is left
             sent = request if slot.max_tokens == request.max_tokens else replace(request, max_tokens=slot.max_tokens)
-            response = await slot.send(lambda: provider.complete(sent))
+            patience = None
+            if getattr(provider, "watched", False):  # it reports progress (spend.patience) and has no limit of its own
+                whole = answer_limit(
+                    silence_s=silence,
+                    max_tokens=slot.max_tokens,
+                    pace=pace,
+                    streaming=False,
+                    in_flight=slot.lane.limiter.statistics().in_use,
+                )
+                patience = (silence, whole, worth_streaming(silence_s=silence, max_tokens=slot.max_tokens, pace=pace))
+            response = await slot.send(lambda: provider.complete(sent), patience=patience)
+            if response.usage.total_tokens == 0 and (response.content or response.tool_calls):
+                # an answer without usage (a stream that carried none): charged what was held for it
+                response = replace(response, usage=slot.held_usage())
             cost = slot.charge(response.usage)
+        pace.observe(slot.answered_in, response.usage.output_tokens)
         if self._estimate_prompt is None:
             self.estimator.observe(model, raw, response.usage.input_tokens)
         return replace(response, cost_usd=cost, retried=tuple(slot.retried))
@@ -348,25 +314,8 @@ class Gateway:
         """Embed ``texts`` for ``session_id`` through the same stack as ``complete`` (one guarded request
         per batch; tokens metered as input tokens). Raises BudgetExhausted before sending when the call
         would cross a cap, ConfigError when ``model``'s provider has no embeddings endpoint.
-        See :mod:`agent_fleet.spend.embeddings`."""
+        See :mod:`agent_fleet.spend.embedding_calls`."""
         return await embed_through(self, session_id, texts, model=model, dimensions=dimensions)
-
-    def _tick(self, lane: Lane, now: float) -> None:
-        if lane.adaptive is not None:
-            self._apply(lane, lane.adaptive.tick(now))
-
-    def _observe(self, lane: Lane, now: float, *, latency: float | None = None, error: bool = False) -> None:
-        if lane.adaptive is not None:
-            self._apply(lane, lane.adaptive.record(now, latency_s=latency, error=error))
-
-    def _apply(self, lane: Lane, verdicts: list[WindowVerdict]) -> None:
-        if not verdicts or lane.adaptive is None:
-            return
-        for v in verdicts:
-            if v.after != v.before:
-                self.verdicts.append((lane.name, v))
-        if lane.limiter.total != lane.adaptive.limit:
-            lane.limiter.total = lane.adaptive.limit
 
     # --- budgets and state ----------------------------------------------------------------------
 
@@ -377,39 +326,16 @@ class Gateway:
         already charged live for the session is in that figure too, so only the rest is restored —
         calling it again, on every attempt, never counts a call twice.
         """
-        prev_usage, prev_cost = self._restored.get(session_id, (Usage(), _ZERO))
-        tally = self.meter.session(session_id)
-        live = Usage(
-            tally.input_tokens - prev_usage.input_tokens,
-            tally.output_tokens - prev_usage.output_tokens,
-            tally.cached_input_tokens - prev_usage.cached_input_tokens,
-            tally.cache_write_tokens - prev_usage.cache_write_tokens,
-        )
-        live_cost = tally.cost_usd - prev_cost
-        target = Usage(
-            max(0, usage.input_tokens - live.input_tokens),
-            max(0, usage.output_tokens - live.output_tokens),
-            max(0, usage.cached_input_tokens - live.cached_input_tokens),
-            max(0, usage.cache_write_tokens - live.cache_write_tokens),
-        )
-        target_cost = max(_ZERO, Decimal(cost_usd) - live_cost)
-        d_tokens = target.total_tokens - prev_usage.total_tokens
-        d_cost = target_cost - prev_cost
-        self._restored[session_id] = (target, target_cost)
-        self.book.restore(self._accounts(session_id, ""), d_tokens, d_cost)
-        delta = Usage(
-            target.input_tokens - prev_usage.input_tokens,
-            target.output_tokens - prev_usage.output_tokens,
-            target.cached_input_tokens - prev_usage.cached_input_tokens,
-            target.cache_write_tokens - prev_usage.cache_write_tokens,
-        )
-        for t in (tally, self.meter.run):
-            t.add(delta, d_cost, calls=0)
+        queue = self._session_queue.get(session_id)
+        restore_session(self._restored, self.groups, session_id, usage, cost_usd, queue=queue)
 
     def unanswered_charge(self, request: ChatRequest) -> tuple[Usage, Decimal]:
         """A request recorded without its response, as a reservation: the prompt estimate plus the most it
         could answer (its ``max_tokens``, at most the model's output limit), priced at the worst case."""
         model = self.aliases.get(request.model, request.model) or getattr(self.provider_for(request.model), "model", "")
+        shape = self.shapes.get(model)
+        if shape is not None:
+            request = filled(request, shape)
         _, prompt = self.estimate_prompt(model, request)
         out = min(request.max_tokens, self.prices.output_limit(model))
         return Usage(prompt, out), self.prices.worst_case(model, prompt, out)
@@ -437,6 +363,9 @@ class Gateway:
     def set_queue_budget(self, queue: str, *, tokens: Any = UNSET, usd: Any = UNSET) -> None:
         self.book.set_cap(AccountScope.QUEUE, queue, tokens=tokens, usd=usd)
 
+    def set_team_budget(self, team: str, *, tokens: Any = UNSET, usd: Any = UNSET) -> None:
+        self.book.set_cap(AccountScope.TEAM, team, tokens=tokens, usd=usd)
+
     def set_model_budget(self, model: str, *, tokens: Any = UNSET, usd: Any = UNSET) -> None:
         self.book.set_cap(AccountScope.MODEL, model, tokens=tokens, usd=usd)
 
@@ -449,35 +378,29 @@ class Gateway:
     @property
     def limiter(self) -> ConcurrencyLimiter:
         """The default provider's concurrency limiter."""
-        return self._lanes[self.provider.name].limiter
+        return self.traffic.lanes[self.provider.name].limiter
 
     def set_concurrency(self, total: int) -> None:
         """Set the baseline (and current) concurrency of every provider, at run time."""
-        self._concurrency = total
-        for lane in self._lanes.values():
-            if lane.adaptive is not None:
-                lane.adaptive.set_baseline(total)
-                lane.adaptive.limit = total
-            lane.limiter.total = total
+        self.traffic.set_concurrency(total)
 
     def exhausted_models(self) -> frozenset[str]:
-        return frozenset(self._exhausted)
+        return frozenset(self.traffic.exhausted)
 
     def statistics(self) -> GatewayStatistics:
-        now = self.clock.now()
-        for lane in self._lanes.values():
-            self._tick(lane, now)
+        traffic = self.traffic
+        traffic.tick_all()
         tokens, usd, n = self.book.reserved_total()
         return GatewayStatistics(
             concurrency=self.limiter.statistics(),
-            in_flight=self._in_flight,
+            in_flight=traffic.in_flight,
             reserved_tokens=tokens,
             reserved_usd=usd,
             open_reservations=n,
             run=self.meter.run.to_dict(),
-            breakers={f"{p}/{m}": str(b.state) for (p, m), b in self._breakers.items()},
-            exhausted_models=tuple(sorted(self._exhausted)),
-            limits={name: lane.limiter.total for name, lane in self._lanes.items()},
+            breakers={f"{p}/{m}": str(b.state) for (p, m), b in traffic.breakers.items()},
+            exhausted_models=tuple(sorted(traffic.exhausted)),
+            limits={name: lane.limiter.total for name, lane in traffic.lanes.items()},
         )
 
     async def aclose(self) -> None:
@@ -493,6 +416,6 @@ class Gateway:
 
     def __repr__(self) -> str:
         return (
-            f"<Gateway providers={sorted(self._lanes)} in_flight={self._in_flight} "
+            f"<Gateway providers={sorted(self.traffic.lanes)} in_flight={self.traffic.in_flight} "
             f"limit={self.limiter.total} calls={self.meter.run.calls}>"
         )

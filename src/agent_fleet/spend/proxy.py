@@ -34,15 +34,16 @@ import asyncio
 import json
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from agent_fleet.domain.errors import ErrorKind, error_kind
+from agent_fleet.domain.error_kinds import ErrorKind, error_kind
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import BudgetExhausted, ClientRequestError, FleetError, ProviderError, ProviderUnreachable
 from agent_fleet.spend.call import CallSlot
+from agent_fleet.spend.model_routes import ModelRoutes, Target
 from agent_fleet.spend.providers import ProviderTimeout
 from agent_fleet.spend.providers.anthropic import anthropic_usage, from_anthropic_request, to_anthropic_response
 from agent_fleet.spend.providers.openai import from_openai_request, openai_usage, to_openai_response
@@ -54,7 +55,6 @@ from agent_fleet.spend.responses import (
     responses_to_chat,
     responses_usage,
 )
-from agent_fleet.spend.routes import ModelRoutes, Target
 from agent_fleet.spend.sse import EventReader, UsageTap, anthropic_stream, openai_stream
 
 if TYPE_CHECKING:
@@ -177,7 +177,10 @@ def provider_error(fmt: str, exc: FleetError) -> web.Response:
             status = 502
         return error_response(fmt, status, kinds.get(error_kind(exc), "api_error"), message, headers)
     if isinstance(exc, ProviderTimeout):
-        return error_response(fmt, 504, "timeout", message)
+        # The request may have been processed and billed (it is charged at its reservation): an SDK
+        # that retried the 504 would send, and be charged for, the same work again.
+        message += "; it may have been processed and is charged at its reservation: not to be retried"
+        return error_response(fmt, 504, "timeout", message, {"x-should-retry": "false"})
     return error_response(fmt, 502, "api_error", message)
 
 
@@ -324,7 +327,7 @@ class ModelProxy:
 
     def _limit_field_for(self, call: _Call) -> str:
         if call.fmt == "openai":
-            return str(getattr(call.target.provider, "_max_field", "max_tokens"))
+            return str(getattr(call.target.provider, "max_tokens_field", "max_tokens"))
         return _LIMIT_FIELDS[call.fmt][0]
 
     async def _route(self, request: web.Request, call: _Call, slot: CallSlot) -> web.StreamResponse:
@@ -454,13 +457,7 @@ class ModelProxy:
             neutral = from_openai_request(chat)
         else:
             neutral = from_openai_request(body) if fmt == "openai" else from_anthropic_request(body)
-        neutral = type(neutral)(
-            model=call.model,
-            messages=neutral.messages,
-            tools=neutral.tools,
-            max_tokens=slot.max_tokens,
-            temperature=neutral.temperature,
-        )
+        neutral = replace(neutral, model=call.model, max_tokens=slot.max_tokens)
         provider = call.target.provider
         answer = await slot.send(lambda: provider.complete(neutral), retry=call.retry)
         slot.charge(answer.usage)

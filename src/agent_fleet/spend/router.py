@@ -20,19 +20,13 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent_fleet.config import TIERS, ModelConfig, QualityPolicy
-from agent_fleet.domain.accounts import AccountScope
+from agent_fleet.domain.model_quality import ModelSignals
 from agent_fleet.domain.plan import InputKind, Partition
-from agent_fleet.domain.quality import ModelSignals
 from agent_fleet.errors import (
-    BudgetExhausted,
     ConfigError,
-    Overloaded,
-    ProviderUnreachable,
-    QuotaExhausted,
 )
 
 __all__ = [
-    "fallback_cause",
     "Difficulty",
     "Route",
     "Router",
@@ -207,16 +201,3 @@ class Router:
             how = "declared fallback" if m.name in cur.fallback else f"nearest tier ({m.tier})"
             return Route(m.name, m.model, m.tier, f"{cur.name} {cause}; {how}")
         return None
-
-
-def fallback_cause(exc: BaseException) -> str | None:
-    """Why a call may move to the next model, or None when it must not (the session pauses or fails)."""
-    if isinstance(exc, QuotaExhausted):
-        return "is out of quota"
-    if isinstance(exc, BudgetExhausted):
-        return "reached its model budget" if exc.scope == AccountScope.MODEL else None
-    if isinstance(exc, Overloaded):
-        return "kept failing (overloaded)"
-    if isinstance(exc, ProviderUnreachable) and not getattr(exc, "sent", False):
-        return "is unreachable"
-    return None

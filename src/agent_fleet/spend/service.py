@@ -6,7 +6,7 @@ Each session gets its own token (:class:`SessionTokens`), good only for that ses
 clients send it as their API key (``Authorization: Bearer`` or ``x-api-key``). Provider keys never
 leave the process. Every model call takes the same path as an in-process call (``Gateway.slot``):
 reserve → permit → send → meter; :mod:`agent_fleet.spend.proxy` says what is passed through, what is
-translated, which model serves a request (:mod:`agent_fleet.spend.routes`) and how retries and hang-ups
+translated, which model serves a request (:mod:`agent_fleet.spend.model_routes`) and how retries and hang-ups
 are handled. A request refused by a budget gets HTTP 402 with ``x-should-retry: false`` — typed by the
 SDKs (anthropic ``PaymentRequiredError``; openai ``APIStatusError`` with ``code = "budget_exceeded"``)
 and not retried by them.
@@ -45,12 +45,12 @@ from typing import Any
 from aiohttp import web
 
 from agent_fleet.app_server import AppServer
-from agent_fleet.domain.errors import error_kind
+from agent_fleet.domain.error_kinds import error_kind
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import BudgetExhausted, ConfigError, ProviderError, ProviderUnreachable
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
+from agent_fleet.spend.model_routes import ModelRoutes
 from agent_fleet.spend.proxy import ModelProxy, budget_refusal, error_response, provider_error, token_refusal
-from agent_fleet.spend.routes import ModelRoutes
 
 __all__ = ["CallObserver", "GatewayService", "SessionTokens"]
 

@@ -16,10 +16,9 @@ from agent_fleet.supervise.port import Decision, ReviewItem, ReviewKind, ReviewS
 
 if TYPE_CHECKING:
     from agent_fleet.supervise.audit import audit_markdown, decision_audit
-    from agent_fleet.supervise.quality import model_signals
+    from agent_fleet.supervise.quality_signals import model_signals
     from agent_fleet.supervise.queue import queue_counts, review_queue
-    from agent_fleet.supervise.shape import shape_alarms
-    from agent_fleet.supervise.store import (
+    from agent_fleet.supervise.review_log import (
         decide,
         load_audit,
         load_review,
@@ -28,7 +27,8 @@ if TYPE_CHECKING:
         run_policy,
         store_model_signals,
     )
-    from agent_fleet.supervise.watch import ShapeWatch
+    from agent_fleet.supervise.shape import shape_alarms
+    from agent_fleet.supervise.shape_watch import ShapeWatch
 
 __all__ = [
     "Decision",
@@ -56,19 +56,19 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "ShapeWatch": "agent_fleet.supervise.watch",
+        "ShapeWatch": "agent_fleet.supervise.shape_watch",
         "audit_markdown": "agent_fleet.supervise.audit",
         "decision_audit": "agent_fleet.supervise.audit",
-        "model_signals": "agent_fleet.supervise.quality",
+        "model_signals": "agent_fleet.supervise.quality_signals",
         "queue_counts": "agent_fleet.supervise.queue",
         "review_queue": "agent_fleet.supervise.queue",
         "shape_alarms": "agent_fleet.supervise.shape",
-        "decide": "agent_fleet.supervise.store",
-        "load_audit": "agent_fleet.supervise.store",
-        "load_review": "agent_fleet.supervise.store",
-        "recent_model_signals": "agent_fleet.supervise.store",
-        "record_shape_alarms": "agent_fleet.supervise.store",
-        "run_policy": "agent_fleet.supervise.store",
-        "store_model_signals": "agent_fleet.supervise.store",
+        "decide": "agent_fleet.supervise.review_log",
+        "load_audit": "agent_fleet.supervise.review_log",
+        "load_review": "agent_fleet.supervise.review_log",
+        "recent_model_signals": "agent_fleet.supervise.review_log",
+        "record_shape_alarms": "agent_fleet.supervise.review_log",
+        "run_policy": "agent_fleet.supervise.review_log",
+        "store_model_signals": "agent_fleet.supervise.review_log",
     },
 )

@@ -14,7 +14,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agent_fleet.config import TIERS
+from agent_fleet.domain.decode import decode
 from agent_fleet.domain.events import Event, EventType
+from agent_fleet.domain.payloads import Alarm, ModelDemoted, Route, SessionCreated, SessionPaused, SessionPreempted
 from agent_fleet.supervise.port import ReviewItem
 
 __all__ = ["AUDIT_TYPES", "audit_markdown", "decision_audit"]
@@ -22,54 +24,51 @@ __all__ = ["AUDIT_TYPES", "audit_markdown", "decision_audit"]
 AUDIT_TYPES = (EventType.SESSION_CREATED, EventType.ROUTE, EventType.SESSION_PAUSED, EventType.SESSION_PREEMPTED)
 
 
-def _tier(route: dict[str, Any]) -> int:
-    tier = route.get("tier")
-    return TIERS.index(tier) if tier in TIERS else -1
+def _tier(route: Route) -> int:
+    return TIERS.index(route.tier) if route.tier in TIERS else -1
 
 
 def decision_audit(
     run_events: Sequence[Event], agent_events: Iterable[Event], items: Sequence[ReviewItem]
 ) -> dict[str, Any]:
-    first_route: dict[str, dict[str, Any]] = {}
-    last_route: dict[str, dict[str, Any]] = {}
+    first_route: dict[str, Route] = {}
+    last_route: dict[str, Route] = {}
     fallbacks: list[dict[str, Any]] = []
     escalations = 0
     pauses: Counter[str] = Counter()
     preemptions: Counter[str] = Counter()
     given: dict[str, str] = {}  # session → the model it was created with (a run without routing tiers)
     for ev in agent_events:
-        if ev.type == EventType.SESSION_CREATED:
-            given[ev.session_id] = str(ev.data.get("model") or "")
-        elif ev.type == EventType.ROUTE:
+        p = decode(ev)
+        if isinstance(p, SessionCreated):
+            given[ev.session_id] = p.model
+        elif isinstance(p, Route):
             sid = ev.session_id
             if sid not in first_route:
-                first_route[sid] = last_route[sid] = ev.data
+                first_route[sid] = last_route[sid] = p
                 continue
             before = last_route[sid]
-            up = _tier(ev.data) > _tier(before) >= 0
+            up = _tier(p) > _tier(before) >= 0
             escalations += up
             fallbacks.append(
                 {
                     "session_id": sid,
-                    "from": before.get("name") or before.get("model"),
-                    "to": ev.data.get("name") or ev.data.get("model"),
+                    "from": before.name or before.model,
+                    "to": p.name or p.model,
                     "escalation": up,
-                    "reason": ev.data.get("reason", ""),
+                    "reason": p.reason,
                 }
             )
-            last_route[sid] = ev.data
-        elif ev.type == EventType.SESSION_PAUSED:
-            pauses[str(ev.data.get("reason", "paused"))] += 1
-        elif ev.type == EventType.SESSION_PREEMPTED:
-            preemptions[str(ev.data.get("reason") or "preempted")] += 1
-    routes = Counter(str(r.get("name") or r.get("model")) for r in first_route.values())
+            last_route[sid] = p
+        elif isinstance(p, SessionPaused):
+            pauses["paused" if p.reason is None else p.reason] += 1
+        elif isinstance(p, SessionPreempted):
+            preemptions[p.reason or "preempted"] += 1
+    routes = Counter(r.name or r.model for r in first_route.values())
     routes.update(m for sid, m in given.items() if sid not in first_route and m)
-    demotions = [
-        {"model": e.data.get("model"), "reasons": e.data.get("reasons", [])}
-        for e in run_events
-        if e.type == EventType.MODEL_DEMOTED
-    ]
-    alarms = Counter(str(e.data.get("kind", "")) for e in run_events if e.type == EventType.ALARM)
+    run_payloads = [decode(e) for e in run_events]
+    demotions = [{"model": p.model, "reasons": list(p.reasons)} for p in run_payloads if isinstance(p, ModelDemoted)]
+    alarms = Counter(p.kind for p in run_payloads if isinstance(p, Alarm))
     statuses = Counter(str(i.status) for i in items)
     decisions = [{"item": i.id, "decision": str(i.status), "note": i.note} for i in items if i.decided_at is not None]
     return {

@@ -23,6 +23,7 @@ class ReviewKind(StrEnum):
     PAUSED = "paused"  # a session paused by a guard or a budget
     OUT_OF_ATTEMPTS = "out_of_attempts"  # a session that failed for good
     SHAPE = "shape"  # a decision-shape alarm
+    OUT_OF_SCOPE = "out_of_scope"  # a session's change touched paths outside its partition (not merged)
 
 
 class ReviewStatus(StrEnum):

@@ -7,7 +7,9 @@ What a human should look at, and nothing else:
 * a verification agreement under its threshold (``agreement``);
 * sessions paused by a runaway guard or a budget (``paused``), resolved once the session goes on;
 * sessions that failed for good, out of attempts (``out_of_attempts``), resolved if a retry completes;
-* decision-shape alarms (``shape``, :mod:`agent_fleet.supervise.shape`).
+* decision-shape alarms (``shape``, :mod:`agent_fleet.supervise.shape`);
+* code changes that touched paths outside their partition (``out_of_scope``): such a change is kept
+  on its own branch and not merged; the item lists the paths.
 
 A decision is a ``review_decision`` event of the run's stream; the latest one per item counts.
 """
@@ -19,7 +21,17 @@ from dataclasses import replace
 from typing import Any
 
 from agent_fleet.config import SupervisionConfig
+from agent_fleet.domain.decode import decode
 from agent_fleet.domain.events import Event, EventType
+from agent_fleet.domain.payloads import (
+    Alarm,
+    ChangeRecorded,
+    ResultRecorded,
+    ReviewDecision,
+    SessionFailed,
+    SessionPaused,
+    Verification,
+)
 from agent_fleet.supervise.port import Decision, ReviewItem, ReviewKind, ReviewStatus
 
 __all__ = ["AGENT_TYPES", "decision_event", "queue_counts", "review_queue"]
@@ -32,12 +44,13 @@ AGENT_TYPES = (
     EventType.SESSION_PAUSED,
     EventType.SESSION_COMPLETED,
     EventType.SESSION_FAILED,
+    EventType.CHANGE,
 )
 _GOES_ON = frozenset({EventType.SESSION_STARTED, EventType.SESSION_RESUMED, EventType.SESSION_COMPLETED})
 
 
 def _item(run_id: str, kind: ReviewKind, subject: str, reason: str, ev: Event, **detail: Any) -> ReviewItem:
-    session = subject if kind in (ReviewKind.PAUSED, ReviewKind.OUT_OF_ATTEMPTS) else None
+    session = subject if kind in (ReviewKind.PAUSED, ReviewKind.OUT_OF_ATTEMPTS, ReviewKind.OUT_OF_SCOPE) else None
     if kind in (ReviewKind.LOW_CONFIDENCE, ReviewKind.REFUTED, ReviewKind.UNSURE):
         session = subject.rsplit(".", 1)[0]  # RUN.sNNNNN.rNNNN → RUN.sNNNNN
     return ReviewItem(f"{kind}:{subject}", run_id, kind, subject, session, reason, ev.time, detail=detail)
@@ -45,36 +58,49 @@ def _item(run_id: str, kind: ReviewKind, subject: str, reason: str, ev: Event, *
 
 def _results(run_id: str, events: Iterable[Event], threshold: float) -> Iterable[ReviewItem]:
     for ev in events:
-        conf = ev.data.get("confidence") if ev.type == EventType.RESULT_ITEM else None
-        if isinstance(conf, int | float) and conf < threshold:
-            title = str(ev.data.get("title", ""))[:120]
-            reason = f"confidence {conf:.2f} is under {threshold:.2f}: {title}"
-            yield _item(run_id, ReviewKind.LOW_CONFIDENCE, str(ev.data["id"]), reason, ev, confidence=conf)
+        p = decode(ev)
+        conf = p.confidence if isinstance(p, ResultRecorded) else None
+        if isinstance(p, ResultRecorded) and isinstance(conf, int | float) and conf < threshold:
+            reason = f"confidence {conf:.2f} is under {threshold:.2f}: {p.title[:120]}"
+            yield _item(run_id, ReviewKind.LOW_CONFIDENCE, p.id, reason, ev, confidence=conf)
 
 
 def _sessions(run_id: str, events: Iterable[Event]) -> Iterable[ReviewItem]:
     """The last pause or failure of each session, resolved when the session went on afterwards."""
     last: dict[str, ReviewItem] = {}
     for ev in events:
-        sid = ev.session_id
-        if ev.type == EventType.SESSION_PAUSED:
-            why = str(ev.data.get("reason", "paused"))
-            text = str(ev.data.get("message") or ev.data.get("detail") or "")
+        sid, p = ev.session_id, decode(ev)
+        if isinstance(p, SessionPaused):
+            why = "paused" if p.reason is None else p.reason
+            text = p.message or p.detail
             reason = f"paused ({why})" + (f": {text}" if text else "")
             last[sid] = _item(run_id, ReviewKind.PAUSED, sid, reason, ev, pause_reason=why)
-        elif ev.type == EventType.SESSION_FAILED:
-            attempts = ev.data.get("attempts")
-            reason = f"failed for good after {attempts} attempt(s): {ev.data.get('error', '')}"
-            last[sid] = _item(run_id, ReviewKind.OUT_OF_ATTEMPTS, sid, reason, ev, attempts=attempts)
+        elif isinstance(p, SessionFailed):
+            reason = f"failed for good after {p.attempts} attempt(s): {p.error}"
+            last[sid] = _item(run_id, ReviewKind.OUT_OF_ATTEMPTS, sid, reason, ev, attempts=p.attempts)
         elif ev.type in _GOES_ON and sid in last and last[sid].status is ReviewStatus.OPEN:
             last[sid] = replace(last[sid], status=ReviewStatus.RESOLVED)
     return last.values()
 
 
+def _changes(run_id: str, events: Iterable[Event]) -> Iterable[ReviewItem]:
+    """A session's change with paths outside its partition (its last one counts)."""
+    last: dict[str, ReviewItem] = {}
+    for ev in events:
+        p = decode(ev)
+        if isinstance(p, ChangeRecorded) and p.out_of_scope:
+            paths = list(p.out_of_scope)
+            shown = ", ".join(paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
+            reason = f"changed paths outside its partition: {shown} (kept on its own branch, not merged)"
+            last[ev.session_id] = _item(run_id, ReviewKind.OUT_OF_SCOPE, ev.session_id, reason, ev, paths=paths)
+    return last.values()
+
+
 def _run_stream(run_id: str, run_events: Sequence[Event], policy: SupervisionConfig) -> Iterable[ReviewItem]:
     verification = next((e for e in reversed(run_events) if e.type == EventType.VERIFICATION), None)
-    if verification is not None:
-        for rid, verdict in sorted((verification.data.get("verdicts") or {}).items()):
+    judged = decode(verification) if verification is not None else None
+    if verification is not None and isinstance(judged, Verification):
+        for rid, verdict in sorted(judged.verdicts.items()):
             status = verdict.get("status")
             why = str(verdict.get("reason", ""))[:300]
             if status == "refute":
@@ -83,24 +109,23 @@ def _run_stream(run_id: str, run_events: Sequence[Event], policy: SupervisionCon
                 yield _item(run_id, ReviewKind.UNSURE, rid, f"the verifier was unsure: {why}", verification)
     alarms: dict[str, ReviewItem] = {}
     for ev in run_events:
-        if ev.type != EventType.ALARM:
+        alarm = decode(ev)
+        if not isinstance(alarm, Alarm):
             continue
-        kind = str(ev.data.get("kind", ""))
-        message = str(ev.data.get("message", ""))
+        kind, message = alarm.kind, alarm.message
         if kind == "verification_agreement":
             alarms["agreement"] = _item(run_id, ReviewKind.AGREEMENT, run_id, message, ev)
         elif kind.startswith("shape."):
-            subject = str(ev.data.get("subject") or ev.data.get("session_id") or run_id)
-            detail = {k: v for k, v in ev.data.items() if k not in ("kind", "subject", "message")}
+            subject = alarm.subject or alarm.session_id or run_id
             item = ReviewItem(
                 f"{kind}:{subject}",
                 run_id,
                 ReviewKind.SHAPE,
                 subject,
-                ev.data.get("session_id"),
+                alarm.session_id,
                 message,
                 ev.time,
-                detail={"alarm": kind, **detail},
+                detail={"alarm": kind, **alarm.figures},
             )
             alarms.setdefault(item.id, item)  # an alarm is recorded once; a repeat changes nothing
     yield from alarms.values()
@@ -118,18 +143,20 @@ def review_queue(
         *_results(run_id, agent_events, policy.confidence_threshold),
         *_run_stream(run_id, run_events, policy),
         *_sessions(run_id, agent_events),
+        *_changes(run_id, agent_events),
     ]
-    decided: dict[str, Event] = {}
+    decided: dict[str, tuple[ReviewDecision, float]] = {}
     for ev in run_events:
-        if ev.type == EventType.REVIEW_DECISION:
-            decided[str(ev.data.get("item"))] = ev
+        p = decode(ev)
+        if isinstance(p, ReviewDecision):
+            decided[p.item] = (p, ev.time)
     out = []
     for it in items:
         took = decided.get(it.id)
         if took is not None:
-            approved = took.data.get("decision") == Decision.APPROVE
-            status = ReviewStatus.APPROVED if approved else ReviewStatus.REJECTED
-            it = replace(it, status=status, note=took.data.get("note"), decided_at=took.time)
+            decision, at = took
+            status = ReviewStatus.APPROVED if decision.decision == Decision.APPROVE else ReviewStatus.REJECTED
+            it = replace(it, status=status, note=decision.note, decided_at=at)
         out.append(it)
     out.sort(key=lambda i: (i.time, i.id))
     return out

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_fleet.config import ShapePolicy
-from agent_fleet.domain.events import Event, EventType
+from agent_fleet.domain.decode import decode
+from agent_fleet.domain.events import Event
+from agent_fleet.domain.payloads import ModelResponse, SessionCreated, ToolCalled
 from agent_fleet.supervise.port import ShapeAlarm
 
 __all__ = [
@@ -70,17 +72,17 @@ class SessionShape:
     est_tokens: int = 0  # the partition's estimate (from session_created)
 
     def fold(self, ev: Event) -> None:
-        if ev.type == EventType.MODEL_RESPONSE:
+        p = decode(ev)
+        if isinstance(p, ModelResponse):
             self.turns += 1
-            usage = (ev.data.get("response") or {}).get("usage") or {}
-            self.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-        elif ev.type == EventType.TOOL_CALL:
+            self.tokens += p.response.usage.input_tokens + p.response.usage.output_tokens
+        elif isinstance(p, ToolCalled):
             self.tool_calls += 1
-            key = _call_key(str(ev.data.get("name", "")), ev.data.get("arguments"))
+            key = _call_key(p.name, p.arguments)
             if key is not None:
                 self.calls[key] = self.calls.get(key, 0) + 1
-        elif ev.type == EventType.SESSION_CREATED:
-            self.est_tokens = int((ev.data.get("partition") or {}).get("est_tokens", 0))
+        elif isinstance(p, SessionCreated):
+            self.est_tokens = int(p.partition.get("est_tokens", 0))
 
     def value(self, metric: str) -> int:
         return int(getattr(self, metric))

@@ -1,11 +1,12 @@
-"""Public test helpers: fakes for the engine's ports, a virtual clock and the simulated provider.
+"""Public test helpers: fakes for the engine's ports and a virtual clock.
 
 * :class:`FakeProvider`, :class:`FakeGateway`, :class:`FakeHands` (:mod:`agent_fleet.testing.fakes`);
 * :class:`MemorySessionLog` (:mod:`agent_fleet.session.memory`), which passes the session-log
   contract suite;
 * :class:`VirtualClock` (:mod:`agent_fleet.clock`): exact time, moved by hand or, inside
   ``auto_advance()``, whenever every task waits;
-* the simulated provider (:mod:`agent_fleet.testing.sim_provider`, ``agent-fleet sim-provider``).
+* the simulated provider is its own package, :mod:`agent_fleet.sim` (``agent-fleet sim-provider``);
+  :mod:`agent_fleet.testing.sim_provider` re-exports it.
 
 Names load on first use, so importing this package costs nothing.
 """

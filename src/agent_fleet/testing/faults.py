@@ -179,5 +179,8 @@ class _FaultySandbox:
     def kill_processes(self) -> list[int]:
         return self._box.kill_processes()
 
+    async def capture(self, scratch: Sequence[str] = ()) -> dict[str, Any] | None:
+        return await self._box.capture(scratch)
+
     async def aclose(self) -> None:
         await self._box.aclose()

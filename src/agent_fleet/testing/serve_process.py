@@ -1,4 +1,5 @@
-"""``agent-fleet serve --port 0`` in a subprocess, for tests: yields once it listens, SIGTERM on the way out."""
+"""``agent-fleet serve --port 0`` in a subprocess, for tests: yields once it listens, SIGTERM on the way out
+(SIGKILL if it has not stopped in time)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from agent_fleet.testing.processes import stop
 
 __all__ = ["ServeProcess", "serve_process"]
 
@@ -39,7 +42,6 @@ def serve_process(
             raise AssertionError(proc.stderr.read() if proc.poll() is not None else f"serve printed {url!r}")
         yield served
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired, ValueError):
-            _, served.stderr = proc.communicate(timeout=timeout)
+        # SIGTERM, then SIGKILL by pid if it has not stopped within the timeout: never left running.
+        _, err = stop(proc, sig=signal.SIGTERM, timeout=timeout)
+        served.stderr = err or ""

@@ -22,9 +22,10 @@ from agent_fleet.admission.kueue_export import dump_yaml, export_objects
 TESTS = Path(__file__).resolve().parents[2]
 # Where the suite's scenarios live, and the names they are kept under there.
 SOURCES = {
-    "integration/test_queues_cli.py": ("SCENARIO", "FAIR_SCENARIO"),
+    "integration/admission/test_queues_cli.py": ("SCENARIO", "FAIR_SCENARIO"),
     "unit/admission/test_simulate_and_controller.py": ("SCENARIOS",),
     "unit/admission/test_fair_sharing.py": ("SCENARIOS",),
+    "e2e/test_quotas.py": ("SCENARIOS",),
 }
 
 
@@ -83,7 +84,7 @@ def test_every_scenario_of_the_suite_is_in_the_round_trip() -> None:
         and re.search(r"parse_scenario\(|load_scenario\(|\"queues\",\s*\"simulate\",\s*\w", path.read_text())
     }
     assert users == set(SOURCES)
-    assert len(SCENARIOS) == 10
+    assert len(SCENARIOS) == 12
 
 
 def test_a_scenario_whose_export_lost_a_field_would_decide_differently() -> None:

@@ -169,7 +169,7 @@ def test_snapshot_and_metrics_use_kueue_names() -> None:
 
 
 def test_admission_counters_and_waits_are_exact_when_read_and_past_the_flush_size() -> None:
-    from agent_fleet.admission import metrics as admission_metrics
+    from agent_fleet.admission import kueue_metrics as admission_metrics
 
     clock = VirtualClock()
     ctl = AdmissionController(parse_objects([flavor(), cq("q", {"pods": 5000}), lq("q", "q")]), clock)

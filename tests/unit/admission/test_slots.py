@@ -9,7 +9,7 @@ import pytest
 from admission_builders import cq, flavor, lq
 
 from agent_fleet.admission import AdmissionController, Workload, parse_objects
-from agent_fleet.admission.slots import AdmissionRefused, AdmissionSlots
+from agent_fleet.admission.workload_slots import AdmissionRefused, AdmissionSlots
 from agent_fleet.capacity import CapacityFull
 from agent_fleet.clock import VirtualClock
 

@@ -94,7 +94,7 @@ async def test_the_final_path_gives_the_clusters_of_the_streamed_path(scope: Ded
     expected, embedded_all = await streamed_then_final(items, scope)
     near = {DedupScope.GLOBAL: 50, DedupScope.ITEM: 0}  # with "none" only byte-identical results merge
     assert expected["stats"]["near_duplicates"] > near.get(scope, -1)
-    assert expected["stats"]["exact_duplicates"] > 10
+    assert expected["stats"]["exact_duplicates"] >= 10  # byte-identical notes on two pages stay two
     for live in (0, 300):
         got, embedded = await final_path(items, scope, live)
         assert got["reps"] == expected["reps"]
@@ -102,11 +102,10 @@ async def test_the_final_path_gives_the_clusters_of_the_streamed_path(scope: Ded
         assert got["stats"] == expected["stats"]
         # each text embedded from the same result as before (a model may tell case and punctuation apart)
         assert set(embedded) <= set(embedded_all)
-        if scope is not DedupScope.GLOBAL:  # a summary alone in its scope is compared with nothing
-            streamed = {r.title + "\n" + r.body for r in items[:live]}
-            lone = {r.title + "\n" + r.body for r in items[live:] if r.title == "docs: topic page"} - streamed
-            assert lone and not lone & set(embedded)
-            assert len(embedded) < len(embedded_all)
+        if scope is not DedupScope.GLOBAL:  # a summary alone in its scope is compared with nothing, on
+            # either path: neither embeds it
+            lone = {r.title + "\n" + r.body for r in items if r.title == "docs: topic page"}
+            assert lone and not lone & (set(embedded) | set(embedded_all))
 
 
 async def test_results_streamed_after_the_final_path_decide_as_if_every_result_had_streamed() -> None:

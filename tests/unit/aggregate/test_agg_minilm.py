@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2 in numpy (no torch): the GELU, padding and windows, the embedder's choice.
 
-Agreement with sentence-transformers is checked in tests/integration/test_aggregate_quality.py."""
+Agreement with sentence-transformers is checked in tests/integration/aggregate/test_aggregate_quality.py."""
 
 from __future__ import annotations
 
@@ -103,3 +103,26 @@ def test_missing_model_files_fail_readably(tmp_path: Path) -> None:
         shutil.copy(MODEL_DIR / name, tmp_path / name)
     with pytest.raises(EmbedderUnavailable, match=r"model\.safetensors"):
         MiniLM.load(tmp_path)
+
+
+def test_the_fast_embedder_is_the_same_model_in_int8(
+    emb: MiniLMEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from agent_fleet.aggregate.local import FastMiniLMEmbedder
+    from agent_fleet.aggregate.minilm_onnx import cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    fast = choose_embedder("fast")
+    assert isinstance(fast, FastMiniLMEmbedder) and fast.name != emb.name  # its own cache entries
+    assert [p.suffix for p in cache_dir().iterdir()] == [".onnx"]  # built once from the shipped weights
+    texts = [
+        "The login query concatenates user input into SQL.",
+        "SQL built by concatenating the user's input in the login query.",
+        "The changelog lists three releases and their dates.",
+        "word " * 600,  # windows, as the numpy model cuts them
+    ]
+    a, b = emb.encode(texts), fast.encode(texts)
+    assert all(dot(x, y) > 0.97 for x, y in zip(a, b, strict=True))  # int8 weights: the same direction
+    assert dot(b[0], b[1]) > dot(b[0], b[2]) + 0.3

@@ -19,7 +19,7 @@ from agent_fleet.aggregate import (
     classify_task,
     write_outputs,
 )
-from agent_fleet.aggregate.report import sort_results, urgency
+from agent_fleet.aggregate.outputs import sort_results, urgency
 from agent_fleet.domain.results import ResultItem
 
 

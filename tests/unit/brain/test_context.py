@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +184,8 @@ async def test_the_harness_compacts_once_records_it_and_meters_it() -> None:
     assert summary_calls[1].messages[1]["content"].startswith(f"Summary of turns 1-{spans[0][1]}: Read the pages")
     for c in compactions:
         assert c["summary"] == "Read the pages so far." and c["response"]["usage"]["input_tokens"] == 50
+    # the summary's call carries the session's output limit (100), as every call of the session does
+    assert {r.max_tokens for r in summary_calls} == {100}
     # after a compaction every request carries its summary, none carries the turns it covers
     limit = ContextCare(window=lambda _m: 3000).limit("m", 100)
     for request in gw.requests:
@@ -227,3 +230,46 @@ def test_fleet_yaml_sets_windows_and_care(tmp_path: Path) -> None:
     assert care.window_of("claude-sonnet-4-5") == 200_000  # genai-prices
     assert care.window_of("a-model-nobody-knows") == 128_000
     assert session_limits(RunOptions(task="t"), FleetConfig()).context.enabled
+
+
+# -- a server that counts more tokens than the estimate --------------------------------------------
+
+
+def counting_server(window: int, per_token: float) -> FakeGateway:
+    """A server with a window of ``window`` tokens that counts ``per_token`` tokens per token of the raw
+    estimate (its chat template and tokenizer): a prompt over its window is refused, as llama.cpp's is;
+    an answer reports what it counted."""
+    from agent_fleet.domain.tokens import raw_prompt_estimate
+    from agent_fleet.errors import ContextLengthExceeded
+
+    def serve(sid: str, request: ChatRequest) -> ChatResponse:
+        counted = math.ceil(raw_prompt_estimate(request) * per_token)
+        if counted + request.max_tokens > window:
+            raise ContextLengthExceeded(f"Requested tokens ({counted + request.max_tokens}) exceed context window")
+        answer = pages_script(sid, request)
+        return ChatResponse(answer.content, answer.tool_calls, Usage(counted, answer.usage.output_tokens))
+
+    return FakeGateway(serve)
+
+
+async def test_requests_fit_the_window_the_server_counts_once_it_has_answered() -> None:
+    log = await new_log()
+    gw = counting_server(3000, per_token=1.6)
+    out = await harness(log, gw).run(SID)  # the raw estimate alone lets a request grow to 1.6 × 0.75 of the window
+    assert out.outcome is Outcome.COMPLETED, [e.data for e in await log.get_events(SID)][-1]
+    events = await log.get_events(SID)
+    requests = [e.data for e in events if e.type == EventType.MODEL_REQUEST]
+    answers = [e.data["response"]["usage"]["input_tokens"] for e in events if e.type == EventType.MODEL_RESPONSE]
+    assert len(requests) == len(answers) == PAGES + 1
+    # each request recorded its raw estimate; the server counted 1.6 times it, and the view learned that
+    assert all(a == math.ceil(r["estimate"] * 1.6) for r, a in zip(requests, answers, strict=True))
+    assert SessionView.from_events(events).prompt_factor == pytest.approx(1.6, rel=0.01)
+    limit = ContextCare(window=lambda _m: 3000).limit("m", 100)  # what the server counts stays under the limit
+    assert max(answers) <= limit and max(answers) > limit * 0.6  # (and the window is used)
+    compactions = [e.data for e in events if e.type == EventType.CONTEXT_COMPACTED]
+    assert compactions and all(c["tokens_before"] > limit >= c["tokens_after"] for c in compactions)
+
+
+def test_a_server_that_counts_fewer_tokens_does_not_loosen_the_limit() -> None:
+    care = ContextCare(window=lambda _m: 3000)
+    assert care.limit("m", 100, 0.5) == care.limit("m", 100) == 2175 and care.limit("m", 100, 1.5) == 1450

@@ -241,7 +241,9 @@ async def test_provider_error_is_recorded_and_raised(log: SessionLog, repo: Path
     assert evs[-1].type == EventType.MODEL_ERROR and evs[-1].data["status"] == 529
     out = await Harness(log=log, gateway=gw, hands=PartitionFiles(repo, ("a.py", "b.py"))).run(sid, attempt=2)
     assert out.outcome is Outcome.COMPLETED
-    assert [e.data["turn"] for e in await log.get_events(sid) if e.type == EventType.MODEL_REQUEST] == [1, 2, 3]
+    requests = [e.data for e in await log.get_events(sid) if e.type == EventType.MODEL_REQUEST]
+    # turn 1 failed with an answered error and was sent again: a send of unknown fate until answered
+    assert [(r["turn"], r.get("again", False)) for r in requests] == [(1, False), (1, True), (2, False), (3, False)]
 
 
 async def test_runaway_guard_pauses_a_session_repeating_itself_and_survives_a_rebuild(
@@ -369,3 +371,95 @@ async def test_a_finish_before_other_calls_of_its_turn_completes_after_them(log:
     ]
     done = [e.data for e in await log.get_events(sid) if e.type == EventType.SESSION_COMPLETED]
     assert done == [{"summary": "done", "results": 1}]
+
+
+def submits_the_same(request: ChatRequest) -> ChatResponse:
+    """A small model's habit: it submits its one finding again every turn instead of calling finish."""
+    items = [{"title": "Paris", "body": "The Eiffel Tower is in Paris.", "confidence": 0.9}]
+    return ChatResponse(None, (call("submit_result", {"items": items}, f"c{turn_of(request)}"),), Usage(10, 5))
+
+
+async def test_a_submission_of_nothing_new_completes_the_session_with_its_results_in(
+    log: SessionLog, repo: Path
+) -> None:
+    from agent_fleet.spend.guards import RunawayGuard
+
+    limits = Limits(max_turns=40, guard=lambda: RunawayGuard(repeated_tool_calls=5))
+    sid = await create(log, partition(InputKind.LIST, ("The Eiffel Tower is in Paris.",)))
+    gw = scripted(submits_the_same)
+    out = await Harness(log=log, gateway=gw, hands=FakeHands(), limits=limits).run(sid)
+    # completed, not paused by the runaway guard: the second call submitted nothing new
+    assert out.outcome is Outcome.COMPLETED and len(gw.calls) == 2
+    evs = await log.get_events(sid)
+    assert [e.type for e in evs][-4:] == ["model_response", "tool_call", "tool_result", "session_completed"]
+    assert [e.data["title"] for e in evs if e.type == EventType.RESULT_ITEM] == ["Paris"]  # recorded once
+    results = [e.data for e in evs if e.type == EventType.TOOL_RESULT]
+    assert results[0]["output"] == "accepted 1 result(s)" and not results[0].get("repeated")
+    assert results[1]["repeated"] is True and not results[1]["is_error"]
+    assert results[1]["output"] == "nothing new (the 1 result(s) were submitted before): finished"
+    assert evs[-1].data == {"summary": "", "results": 1, "reason": "repeated_submission"}
+
+
+async def test_a_repeated_submission_is_known_after_a_crash_from_the_log_alone(log: SessionLog, repo: Path) -> None:
+    sid = await create(log, partition(InputKind.LIST, ("The Eiffel Tower is in Paris.",)))
+
+    def crashing(request: ChatRequest) -> ChatResponse:
+        if turn_of(request) == 2:
+            raise RuntimeError("the worker died")
+        return submits_the_same(request)
+
+    with pytest.raises(RuntimeError):
+        await Harness(log=log, gateway=scripted(crashing), hands=FakeHands()).run(sid)
+    gw = scripted(submits_the_same)
+    out = await Harness(log=log, gateway=gw, hands=FakeHands()).run(sid, attempt=2)
+    assert out.outcome is Outcome.COMPLETED and len(gw.calls) == 1
+    evs = await log.get_events(sid)
+    assert sum(e.type == EventType.RESULT_ITEM for e in evs) == 1
+    assert evs[-1].data["reason"] == "repeated_submission"
+
+
+async def test_only_the_new_findings_of_a_submission_are_recorded_and_the_session_goes_on(
+    log: SessionLog, repo: Path
+) -> None:
+    a, b, c = ({"title": t, "body": f"about {t}"} for t in ("a", "b", "c"))
+
+    def script(request: ChatRequest) -> ChatResponse:
+        turn = turn_of(request)
+        if turn == 3:
+            return ChatResponse(None, (call("finish", {"summary": "done"}, "f"),))
+        # the first names b twice (both count); the second repeats a (its keys in another order) and brings c
+        items = [a, b, b] if turn == 1 else [{"body": "about a", "title": "a"}, c]
+        return ChatResponse(None, (call("submit_result", {"items": items}, f"s{turn}"),))
+
+    sid = await create(log, partition(InputKind.LIST, ("x",)))
+    out = await Harness(log=log, gateway=scripted(script), hands=FakeHands()).run(sid)
+    assert out.outcome is Outcome.COMPLETED
+    evs = await log.get_events(sid)
+    recorded = [e.data for e in evs if e.type == EventType.RESULT_ITEM]
+    assert [r["title"] for r in recorded] == ["a", "b", "b", "c"]
+    assert [r["id"] for r in recorded] == [f"{sid}.r{n:04d}" for n in range(4)]
+    outputs = [e.data["output"] for e in evs if e.type == EventType.TOOL_RESULT and e.data["name"] == "submit_result"]
+    assert outputs == ["accepted 3 result(s)", "accepted 1 result(s); 1 submitted before, not recorded again"]
+    assert evs[-1].data == {"summary": "done", "results": 4}
+
+
+@pytest.mark.parametrize("first", [[], [{"title": "Paris", "body": "The Eiffel Tower is in Paris."}]])
+async def test_an_empty_submission_after_an_accepted_one_completes_the_session(
+    log: SessionLog, repo: Path, first: list[dict[str, Any]]
+) -> None:
+    from agent_fleet.spend.guards import RunawayGuard
+
+    def script(request: ChatRequest) -> ChatResponse:
+        turn = turn_of(request)
+        items = first if turn == 1 else []
+        return ChatResponse(None, (call("submit_result", {"items": items}, f"c{turn}"),), Usage(10, 5))
+
+    limits = Limits(max_turns=40, guard=lambda: RunawayGuard(repeated_tool_calls=5))
+    sid = await create(log, partition(InputKind.LIST, ("The Eiffel Tower is in Paris.",)))
+    gw = scripted(script)
+    out = await Harness(log=log, gateway=gw, hands=FakeHands(), limits=limits).run(sid)
+    assert out.outcome is Outcome.COMPLETED and len(gw.calls) == 2  # the first is accepted, the second ends it
+    evs = await log.get_events(sid)
+    outputs = [e.data["output"] for e in evs if e.type == EventType.TOOL_RESULT]
+    assert outputs == [f"accepted {len(first)} result(s)", "nothing new (no result given): finished"]
+    assert evs[-1].data == {"summary": "", "results": len(first), "reason": "repeated_submission"}

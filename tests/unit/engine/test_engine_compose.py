@@ -17,9 +17,9 @@ from agent_fleet.engine.workforce import Workforce
 from agent_fleet.errors import ConfigError
 from agent_fleet.session.lease import LeaseKeeper
 from agent_fleet.session.sqlite import SqliteSessionLog
+from agent_fleet.sim.http_server import SimProvider
+from agent_fleet.sim.provider import SimConfig
 from agent_fleet.spend.gateway import Gateway
-from agent_fleet.testing.sim_provider import SimConfig
-from agent_fleet.testing.sim_server import SimProvider
 
 
 async def test_a_part_that_fails_closes_what_was_built_before_it_in_reverse(

@@ -56,8 +56,9 @@ async def store_metrics(
     admission: bytes = b"",
     raw: int = 0,
     unique: int = 0,
+    gateway: str = "",
 ) -> None:
-    """The ``metrics:RUN`` snapshot a live run's ticker stores."""
+    """The ``metrics:RUN`` snapshot a live run's ticker stores (``gateway``: the engine's gateway it names)."""
     snap = FleetSnapshot(
         run_id=run_id,
         models={"m1": ModelFigures(input_tokens=10, output_tokens=5, calls=1)},
@@ -68,4 +69,5 @@ async def store_metrics(
         results_raw=raw,
         results_unique=unique,
     )
-    await log.put_snapshot(metrics_key(run_id), {"text": render(snap, admission=admission).decode()})
+    stored = {"text": render(snap, admission=admission).decode(), "gateway_source": gateway}
+    await log.put_snapshot(metrics_key(run_id), stored)

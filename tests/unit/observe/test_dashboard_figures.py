@@ -60,7 +60,7 @@ def test_used_ratio_is_the_tightest_cap() -> None:
     assert used_ratio(80, Decimal("5"), Budget(tokens=None, usd=None)) == 0.0
     assert budget_of_run({"budget_tokens": 500, "budget_usd": "0.25"}) == Budget(500, Decimal("0.25"))
     assert budget_of_run({}) == Budget(128_000, None)
-    assert Budget(500, None).raised({"usd": "2"}) == Budget(500, Decimal("2"))
+    assert Budget(500, None).raised(usd=Decimal("2")) == Budget(500, Decimal("2"))
 
 
 def test_histogram_quantile_interpolates_like_prometheus() -> None:

@@ -124,8 +124,47 @@ async def test_spend_canary_top_k_and_near_budget_per_team(log: CountingLog) -> 
     assert [s["session_id"] for s in overview(reader)["near_budget"]["sessions"]] == [a[0], a[1]]
 
 
+async def test_one_gateway_is_one_cap_and_an_ended_run_exports_no_gauge(log: CountingLog) -> None:
+    clock = VirtualClock(0.0)
+    for run in ("run-a", "run-b", "run-c"):
+        await create_run(log, run, 1)
+        await log.emit_event(run, EventType.RUN_RESUMED, {})  # live
+    # run-a and run-b are two runs of one server: they store its one gateway's cap; run-c has its own
+    await store_metrics(log, "run-a", limit=30, in_flight=4, gateway="serve-1")
+    await store_metrics(log, "run-b", limit=30, in_flight=4, gateway="serve-1")
+    await store_metrics(log, "run-c", limit=8, in_flight=1, gateway="deploy-c")
+    reader = FleetReader(log, clock=clock)
+    await reader.refresh()
+    assert (overview(reader)["concurrency_limit"], overview(reader)["in_flight"]) == (38, 5)  # 30 once, plus 8
+    await log.emit_event("run-c", EventType.RUN_COMPLETED, {"summary": {}})
+    clock.advance(1.0)
+    await reader.refresh()
+    samples = _samples(exposition(reader))
+    assert overview(reader)["concurrency_limit"] == 30
+    assert ("fleet_api_concurrency_limit", (("run", "run-c"),)) not in samples  # ended: no gauge
+    assert ("fleet_sessions", (("run", "run-c"), ("state", "active"))) not in samples
+    assert samples[("fleet_llm_requests_total", (("model", "m1"), ("outcome", "ok"), ("run", "run-c")))] == 1
+    assert samples[("fleet_api_concurrency_limit", (("run", "run-a"),))] == 30
+
+
 def test_team_of_a_run() -> None:
     assert team_of({"team": "alpha", "queue": "x/y"}) == "alpha"
     assert team_of({"queue": "team-b/main"}) == "team-b"
     assert team_of({"queue": "main"}) == "main"
     assert team_of({}) == "default"
+
+
+async def test_the_checks_panel_counts_outcomes_and_the_admission_wait(log: CountingLog) -> None:
+    sids = await create_run(log, "run-c", 4, options={"check": "pytest -q"})
+    recorded = [("passed", 0.0), ("passed", 2.0), ("failed", 4.0)]
+    for sid, (outcome, wait) in zip(sids, recorded, strict=False):
+        data = {"change_seq": 2, "outcome": outcome, "duration_s": 1.5, "output_tail": "", "wait_s": wait}
+        await log.emit_event(sid, EventType.CHECK, data)
+    reader = FleetReader(log, clock=VirtualClock(0.0))
+    await reader.refresh()
+    shown = overview(reader)["checks"]
+    assert shown["outcomes"] == {"passed": 2, "failed": 1, "timeout": 0, "skipped": 0}
+    assert 4.0 <= shown["wait_p95_s"] <= 5.0  # inside the (1, 5] bucket the longest wait fell in
+    detail = run_detail(reader, "run-c")
+    assert detail is not None and detail["checks"]["outcomes"]["failed"] == 1
+    assert [row["check"] for row in detail["session_rows"]] == ["passed", "passed", "failed", None]

@@ -128,8 +128,8 @@ async def test_agent_session_projection_follows_the_last_state_change_of_a_batch
     await log.emit_events(
         "run-1.s00000",
         [
-            (EventType.SESSION_QUEUED, {}),
-            (EventType.SESSION_ADMITTED, {}),
+            (EventType.SESSION_STARTED, {"attempt": 1}),
+            (EventType.SESSION_RESUMED, {"attempt": 2}),
             (EventType.MODEL_REQUEST, {"turn": 1}),
             (EventType.SESSION_PAUSED, {"reason": "budget"}),
             (EventType.TOOL_CALL, {"call_id": "c1"}),

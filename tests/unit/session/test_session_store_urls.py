@@ -1,5 +1,5 @@
 """Store URLs, the backend factory, and what an unopenable SQLite store looks like (PostgreSQL over the
-network: tests/integration/test_session_store_postgres.py)."""
+network: tests/integration/session/test_session_store_postgres.py)."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from agent_fleet.clock import VirtualClock
 from agent_fleet.domain.model import ChatRequest, ChatResponse
 from agent_fleet.domain.usage import Usage
 from agent_fleet.errors import BudgetExhausted, FleetError, Overloaded, RateLimited
-from agent_fleet.spend.breaker import BreakerConfig
 from agent_fleet.spend.gateway import Gateway
+from agent_fleet.spend.model_breaker import BreakerConfig
 from agent_fleet.spend.prices import PriceTable, Rates
 from agent_fleet.spend.providers import ProviderTimeout
 from agent_fleet.spend.retry import RetryPolicy

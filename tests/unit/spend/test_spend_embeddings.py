@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agent_fleet.aggregate import LexicalEmbedder, ProviderEmbedder, choose_embedder
-from agent_fleet.aggregate.remote import GatewayEmbeddingsClient
+from agent_fleet.aggregate.provider_embedder import GatewayEmbeddingsClient
 from agent_fleet.clock import VirtualClock
 from agent_fleet.domain.model import ChatRequest
 from agent_fleet.domain.usage import Usage
@@ -26,7 +26,7 @@ from agent_fleet.errors import (
     RateLimited,
     UsageError,
 )
-from agent_fleet.spend.embeddings import embedding_batches, raw_embedding_estimate
+from agent_fleet.spend.embedding_calls import embedding_batches, raw_embedding_estimate
 from agent_fleet.spend.gateway import Gateway
 from agent_fleet.spend.prices import PriceTable, Rates
 from agent_fleet.spend.providers import AnthropicProvider, ProviderTimeout

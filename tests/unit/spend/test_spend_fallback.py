@@ -131,7 +131,7 @@ async def test_build_gateway_from_fleet_yaml():
         assert gw.limiter.total == 12
         assert gw.book.defaults["session"] == (50_000, None)
         assert gw.book.find("model", "claude-opus-4-5").cap_usd == Decimal("0.02")
-        assert gw.book.find("queue", "team-a").cap_usd == Decimal("1")
+        assert gw.book.find("queue", "default/team-a").cap_usd == Decimal("1")  # a LocalQueue: ns/name
         assert gw.prices.rates("gpt-4.1-mini").input == Decimal(1)  # the override beats the table
         assert gw.router is not None
         assert "sk-cfg-SECRET" not in repr(gw) + repr(gw.routes)

@@ -18,9 +18,9 @@ from agent_fleet.errors import (
     QuotaExhausted,
     RateLimited,
 )
-from agent_fleet.spend.breaker import BreakerConfig
 from agent_fleet.spend.gateway import Gateway, apply_budget_event
 from agent_fleet.spend.limiter import AdaptiveConfig
+from agent_fleet.spend.model_breaker import BreakerConfig
 from agent_fleet.spend.prices import PriceTable, Rates
 from agent_fleet.spend.providers import ProviderTimeout, RateSignals
 from agent_fleet.spend.retry import RetryPolicy

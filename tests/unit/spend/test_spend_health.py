@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_fleet.clock import VirtualClock
-from agent_fleet.domain.errors import ErrorKind
+from agent_fleet.domain.error_kinds import ErrorKind
 from agent_fleet.domain.model import ChatRequest
 from agent_fleet.errors import (
     MalformedResponse,
@@ -16,7 +16,7 @@ from agent_fleet.errors import (
     RateLimited,
 )
 from agent_fleet.spend.gateway import Gateway
-from agent_fleet.spend.health import ProviderHealth
+from agent_fleet.spend.provider_health import ProviderHealth
 from agent_fleet.spend.retry import RetryPolicy
 from agent_fleet.testing.fakes import FakeProvider
 
@@ -82,3 +82,12 @@ async def test_the_gateway_reports_its_provider_down_at_the_exact_bound() -> Non
     with pytest.raises(ProviderAuthError):
         await gw.complete("s2", REQ)
     assert "refused the credentials" in str(gw.provider_down())
+
+
+def test_a_refusal_of_the_request_itself_is_an_answer_not_an_outage() -> None:
+    from agent_fleet.errors import ClientRequestError, ContextLengthExceeded
+
+    health = ProviderHealth("local", give_up_after_s=60)
+    health.failure(0.0, ErrorKind.CONTEXT_LENGTH, ContextLengthExceeded("prompt is too long", status=400))
+    health.failure(1.0, ErrorKind.CLIENT, ClientRequestError("bad request", status=400))
+    assert health.verdict(1000.0) is None and health.down_in(1000.0) is None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from agent_fleet.clock import VirtualClock
 from agent_fleet.spend.gateway import Gateway
+from agent_fleet.spend.model_routes import ModelRoutes
 from agent_fleet.spend.prices import DEFAULT_OUTPUT_LIMIT, PriceTable
 from agent_fleet.spend.proxy import client_limit, forwarded_headers
-from agent_fleet.spend.routes import ModelRoutes
 from agent_fleet.testing.fakes import FakeProvider
 
 

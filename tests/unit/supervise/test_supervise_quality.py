@@ -6,7 +6,7 @@ from typing import Any
 
 from agent_fleet.config import ModelConfig, QualityPolicy
 from agent_fleet.domain.events import Event, EventType
-from agent_fleet.domain.quality import ModelSignals
+from agent_fleet.domain.model_quality import ModelSignals
 from agent_fleet.spend.router import Difficulty, Router, demotions
 from agent_fleet.supervise import model_signals
 

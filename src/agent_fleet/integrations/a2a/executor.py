@@ -10,7 +10,6 @@ raises them and resumes the run. ``cancel`` stops the run (``host.cancel``): it 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from typing import Any
@@ -28,7 +27,7 @@ from agent_fleet.domain.events import EventType
 from agent_fleet.engine import load_run
 from agent_fleet.errors import FleetError
 from agent_fleet.integrations.a2a.jsonrpc import CALLER_STATE
-from agent_fleet.integrations.a2a.task_input import BudgetAsk, run_request, write_items
+from agent_fleet.integrations.a2a.task_input import BudgetAsk, run_request
 from agent_fleet.options import budget_event_data
 
 __all__ = ["MAX_RESULTS", "FleetExecutor"]
@@ -58,7 +57,7 @@ class FleetExecutor(AgentExecutor):
         run_id = self.runs.get(task.id)
         try:
             if run_id is None:
-                run_id = await self._submit(context, caller, task.id)
+                run_id = await self._submit(context, caller)
                 self.runs[task.id] = run_id
             else:
                 await self._raise_and_resume(run_id, BudgetAsk(context))
@@ -75,17 +74,10 @@ class FleetExecutor(AgentExecutor):
         if task.id not in self._cancelled:
             await self._finish(updater, run_id)
 
-    async def _submit(self, context: RequestContext, caller: Caller, task_id: str) -> str:
-        body, items = run_request(context)
-        if items is not None:
-            folder = self.host.workdir / ".fleet" / "a2a"
-            path = await asyncio.to_thread(write_items, folder, task_id, items)
-            body = body.model_copy(update={"input_path": str(path.relative_to(self.host.workdir))})
-        options = body.options(caller.team)
-        queue = self.host.local_queue(options.queue)
-        if not caller.may_use(queue):
-            raise FleetError(f"team {caller.team} may not use queue {queue}")
-        return await self.host.submit(options)
+    async def _submit(self, context: RequestContext, caller: Caller) -> str:
+        """The message's run, submitted as ``POST /v1/runs`` submits one (the same checks, the same words)."""
+        body = run_request(context)
+        return await self.host.submit(body.options(), caller, items=body.items)
 
     async def _raise_and_resume(self, run_id: str, ask: BudgetAsk) -> None:
         """New caps for every session of the run (as ``POST /v1/runs/{id}/budget``), then the run goes on."""

@@ -195,7 +195,7 @@ class JsonRpcEndpoint:
             body = json.loads(await request.read())
         except web.HTTPRequestEntityTooLarge:
             return _error(None, InvalidRequestError(message="Payload too large"))
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             return _error(None, JSONParseError(message=str(exc)))
         request_id: RequestId = body.get("id") if isinstance(body, dict) else None
         if isinstance(request_id, bool) or not isinstance(request_id, str | int | None):

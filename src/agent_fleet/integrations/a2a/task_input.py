@@ -3,15 +3,13 @@
 The message's text parts are the task. Its first data part that is a JSON object (else the message's
 metadata, else the request's) holds the rest: ``items`` (a list: strings, one per line; anything else
 one JSON record per line) or ``input_path`` (under the server's working directory), and the options of
-``POST /v1/runs`` (``agents``, ``budget_tokens``, ``budget_usd``, ``model``, ``queue`` …), checked by the
-same model. ``items`` are written to a file under ``.fleet/a2a/`` of the working directory: the run's
-input, as ``deploy --input`` would read it.
+``POST /v1/runs`` (``agents``, ``budget_tokens``, ``budget_usd``, ``model``, ``queue`` …), read by the
+same model and checked by the same check. The server writes ``items`` as the run's input file, as
+``deploy --input`` would read it.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from a2a.helpers import get_data_parts, get_text_parts
@@ -22,9 +20,7 @@ from pydantic import ValidationError
 from agent_fleet.control.schema import RunCreate
 from agent_fleet.errors import UsageError
 
-__all__ = ["BudgetAsk", "message_options", "run_request", "write_items"]
-
-_MAX_ITEMS = 100_000
+__all__ = ["BudgetAsk", "message_options", "run_request"]
 
 
 def message_options(context: RequestContext) -> dict[str, Any]:
@@ -51,41 +47,20 @@ def _whole_numbers(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_request(context: RequestContext) -> tuple[RunCreate, list[Any] | None]:
-    """The run the message asks for, checked as ``POST /v1/runs`` checks its body, and its ``items``
-    (None: no list given). UsageError with one readable line when it is not a valid run."""
+def run_request(context: RequestContext) -> RunCreate:
+    """The run the message asks for, read as ``POST /v1/runs`` reads its body (its ``items`` included).
+    UsageError with one readable line when it is not a valid run."""
     options = message_options(context)
-    items = options.pop("items", None)
     text = "\n".join(t for t in get_text_parts(context.message.parts) if t.strip()) if context.message else ""
     body: dict[str, Any] = {"task": text.strip(), **options} if text.strip() else dict(options)
-    if items is not None:
-        if not isinstance(items, list) or not items:
-            raise UsageError("items: must be a non-empty list")
-        if len(items) > _MAX_ITEMS:
-            raise UsageError(f"items: at most {_MAX_ITEMS} in one message")
-        if body.get("input_path") is not None:
-            raise UsageError("give items or input_path, not both")
     try:
-        return RunCreate.model_validate(body), items
+        return RunCreate.model_validate(body)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err.get("loc", ())) or "message"
         if where == "task":
             where = "task (the message's text)"
         raise UsageError(f"{where}: {err.get('msg', 'invalid')}") from None
-
-
-def write_items(directory: Path, name: str, items: list[Any]) -> Path:
-    """``items`` as a run's input file in ``directory``: a ``.txt`` of lines when every item is a
-    one-line string, else ``.jsonl``, one JSON value per line."""
-    directory.mkdir(parents=True, exist_ok=True)
-    if all(isinstance(i, str) and i.strip() and "\n" not in i and "\r" not in i for i in items):
-        path = directory / f"{name}.txt"
-        path.write_text("".join(f"{i}\n" for i in items), encoding="utf-8")
-    else:
-        path = directory / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items), encoding="utf-8")
-    return path
 
 
 class BudgetAsk:

@@ -4,7 +4,8 @@ Stored, merged (:mod:`.merge`): ``fleet_*`` per run and model as each run's engi
 (:mod:`agent_fleet.observe.metrics`), and Kueue's ``kueue_*`` per ClusterQueue.
 
 Added here, from the log: ``fleet_run_info{run,team,queue,state}`` (join a run's families to its team),
-``fleet_team_*`` per team, ``fleet_run_cost_forecast_usd``, and the spend canary —
+``fleet_team_*`` per team (a server's durable tallies of every call of each team's runs, where the
+reader has them; else folded from the runs it follows), ``fleet_run_cost_forecast_usd``, and the spend canary —
 ``fleet_session_budget_used_ratio{team,run,session}`` for the ``top_k`` live sessions nearest their
 budget, and ``fleet_sessions_near_budget{team}``, live sessions at or above the ``near_budget`` share.
 """
@@ -59,12 +60,16 @@ class _Families(Collector):
         errors: dict[str, int] = defaultdict(int)
         states: dict[tuple[str, str], int] = defaultdict(int)
         for run in self._reader.runs.values():
+            tokens[run.team] += run.tokens()
+            cost[run.team] += run.cost()
+            calls[run.team] += run.calls()
             for s in run.sessions.values():
-                tokens[run.team] += s.tokens
-                cost[run.team] += s.cost_usd
-                calls[run.team] += s.calls
                 errors[run.team] += s.errors
                 states[(run.team, s.state)] += 1
+        tallies = self._reader.tallies() if self._reader.tallies is not None else {}
+        for team, tally in tallies.items():  # a server's own count of its teams: durable, every run
+            tokens[team], cost[team], calls[team] = tally.tokens, tally.cost_usd, tally.calls
+            errors[team] = tally.errors
         t = CounterMetricFamily("fleet_team_tokens", "Model tokens of the team's sessions.", labels=["team"])
         c = CounterMetricFamily("fleet_team_cost_usd", "List-price dollars of the team's sessions.", labels=["team"])
         r = CounterMetricFamily("fleet_team_llm_requests", "Model calls answered, by team.", labels=["team"])

@@ -11,8 +11,17 @@ from decimal import Decimal
 from typing import Any
 
 from agent_fleet.config import DEFAULT_SESSION_TOKENS
+from agent_fleet.domain.decode import decode
 from agent_fleet.domain.events import Event, EventType, SessionState
-from agent_fleet.domain.model import ChatResponse
+from agent_fleet.domain.ledger import SessionLedger
+from agent_fleet.domain.payloads import (
+    Alarm,
+    BudgetRaised,
+    ChangeRecorded,
+    Check,
+    SessionPaused,
+    SessionPreempted,
+)
 from agent_fleet.domain.usage import Usage
 
 __all__ = ["DEFAULT_SESSION_TOKENS", "Budget", "SessionFigures", "budget_of_run", "used_ratio"]
@@ -25,13 +34,11 @@ class Budget:
     tokens: int | None = DEFAULT_SESSION_TOKENS
     usd: Decimal | None = None
 
-    def raised(self, data: dict[str, Any]) -> Budget:
-        """The caps after a ``budget_raised`` event (its values are the new caps)."""
-        tokens = data.get("tokens")
-        usd = data.get("usd")
+    def raised(self, tokens: int | None = None, usd: Decimal | None = None) -> Budget:
+        """The caps after a ``budget_raised`` event (its values are the new caps; None: unchanged)."""
         return Budget(
-            tokens=int(tokens) if tokens is not None else self.tokens,
-            usd=Decimal(str(usd)) if usd is not None else self.usd,
+            tokens=tokens if tokens is not None else self.tokens,
+            usd=usd if usd is not None else self.usd,
         )
 
 
@@ -57,25 +64,21 @@ def used_ratio(tokens: int, cost: Decimal, budget: Budget) -> float:
 
 @dataclass(slots=True)
 class SessionFigures:
-    """What one agent session has done so far."""
+    """What one agent session has done so far: its ledger, and what the dashboard shows beside it."""
 
     session_id: str
     state: str = SessionState.CREATED.value
-    model: str = ""
     seen_seq: int = 0
-    turns: int = 0
-    tool_calls: int = 0
-    calls: int = 0
-    errors: int = 0
-    usage: Usage = field(default_factory=Usage)
-    cost_usd: Decimal = Decimal(0)
-    results: int = 0
+    ledger: SessionLedger = field(default_factory=SessionLedger)
     preemptions: int = 0
     alarms: int = 0
+    changed_files: int | None = None  # the files its recorded change touched (None: no change)
     pause_reason: str | None = None
-    budget_override: dict[str, Any] = field(default_factory=dict)  # raises recorded on this session
+    raised_tokens: int | None = None  # the caps raises recorded on this session set (None: the run's)
+    raised_usd: Decimal | None = None
     last_type: str = ""
     last_time: float = 0.0
+    check: dict[str, Any] | None = None  # its change's check (the ``check`` event's record), once recorded
 
     def fold(self, ev: Event) -> None:
         """Take one event in (events arrive in ``seq`` order; one already seen is ignored)."""
@@ -84,42 +87,62 @@ class SessionFigures:
         self.seen_seq = ev.seq
         self.last_type = ev.type
         self.last_time = ev.time
-        t = ev.type
-        if t == EventType.SESSION_CREATED:
-            self.model = str(ev.data.get("model") or "")
-        elif t == EventType.MODEL_REQUEST:
-            self.turns += 1
-            self.model = str(ev.data.get("model") or self.model)
-        elif t in (EventType.MODEL_RESPONSE, EventType.CONTEXT_COMPACTED):  # a summary call is metered too
-            resp = ChatResponse.from_dict(ev.data["response"])
-            self.calls += 1
-            self.errors += len(resp.retried)
-            self.usage = self.usage + resp.usage
-            self.cost_usd += resp.cost_usd
-            self.model = resp.model or self.model
-        elif t in (EventType.MODEL_ERROR, EventType.ATTEMPT_FAILED):
-            self.errors += 1
-        elif t == EventType.TOOL_CALL:
-            self.tool_calls += 1
-        elif t == EventType.RESULT_ITEM:
-            self.results += 1
-        elif t == EventType.SESSION_PREEMPTED:
+        self.ledger.fold(ev)
+        p = decode(ev)
+        if isinstance(p, SessionPreempted):
             self.preemptions += 1
-        elif t == EventType.ALARM:
+        elif isinstance(p, Alarm):
             self.alarms += 1
-        elif t == EventType.BUDGET_RAISED:
-            self.budget_override.update({k: v for k, v in ev.data.items() if k in ("tokens", "usd") and v is not None})
-        if t == EventType.SESSION_PAUSED:
-            self.pause_reason = str(ev.data.get("reason") or "")
-        elif t in (EventType.SESSION_RESUMED, EventType.SESSION_STARTED, EventType.SESSION_ADMITTED):
+        elif isinstance(p, Check):
+            self.check = dict(p.record)
+        elif isinstance(p, ChangeRecorded):
+            self.changed_files = p.files
+        elif isinstance(p, BudgetRaised):
+            self.raised_tokens = p.tokens if p.tokens is not None else self.raised_tokens
+            self.raised_usd = p.usd if p.usd is not None else self.raised_usd
+        if isinstance(p, SessionPaused):
+            self.pause_reason = p.reason or ""
+        elif ev.type in (EventType.SESSION_RESUMED, EventType.SESSION_STARTED):
             self.pause_reason = None
+
+    @property
+    def model(self) -> str:
+        return self.ledger.model
+
+    @property
+    def turns(self) -> int:
+        return self.ledger.turns
+
+    @property
+    def tool_calls(self) -> int:
+        return self.ledger.tool_calls
+
+    @property
+    def calls(self) -> int:
+        return self.ledger.calls
+
+    @property
+    def errors(self) -> int:
+        return self.ledger.call_errors
+
+    @property
+    def usage(self) -> Usage:
+        return self.ledger.usage
+
+    @property
+    def cost_usd(self) -> Decimal:
+        return self.ledger.cost_usd
+
+    @property
+    def results(self) -> int:
+        return self.ledger.results
 
     @property
     def tokens(self) -> int:
         return self.usage.total_tokens
 
     def budget(self, run_budget: Budget) -> Budget:
-        return run_budget.raised(self.budget_override) if self.budget_override else run_budget
+        return run_budget.raised(self.raised_tokens, self.raised_usd)
 
     def to_row(self, run_budget: Budget) -> dict[str, Any]:
         """The session's line in the run's table (JSON-able)."""
@@ -136,8 +159,10 @@ class SessionFigures:
             "results": self.results,
             "preemptions": self.preemptions,
             "alarms": self.alarms,
+            "changed_files": self.changed_files,
             "pause_reason": self.pause_reason,
             "budget_used_ratio": round(used_ratio(self.tokens, self.cost_usd, self.budget(run_budget)), 4),
             "last_event": self.last_type,
             "last_time": self.last_time,
+            "check": None if self.check is None else self.check.get("outcome"),
         }

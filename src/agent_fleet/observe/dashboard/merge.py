@@ -4,7 +4,8 @@ Every live run stores its figures each tick: ``fleet_*`` families labelled by ru
 controller's ``kueue_*`` families labelled by ClusterQueue. Texts cannot simply be concatenated (a
 family may appear once), so samples are grouped by family and summed where names and labels are equal:
 ``kueue_admitted_workloads_total{cluster_queue="default"}`` of two runs is their sum. A finished run's
-gauges describe its last tick, not now, so only its counters and histograms are kept for ``kueue_*``.
+gauges describe its last tick, not now, so only its counters and histograms are kept: a finished run
+exports no gauge (no ``fleet_api_concurrency_limit``, no ``fleet_sessions``), its ``fleet_*`` counters stay.
 
 Runs that share one controller (the runs of one ``agent-fleet serve``) each store a copy of its one
 set of ``kueue_*`` families: those are counted once, from the latest copy — a controller's counters
@@ -63,7 +64,7 @@ class MergedFamilies:
 
 def merge_texts(texts: Sequence[tuple[str, bool] | tuple[str, bool, str]]) -> MergedFamilies:
     """Merge ``(text, live)`` or ``(text, live, source)`` entries; a text that is not live keeps only
-    its cumulative ``kueue_*`` families (and every ``fleet_*`` family: those are labelled by their run).
+    its cumulative families (its ``fleet_*`` ones labelled by their run).
     Of the texts with one non-empty ``source`` (one admission controller), only the latest copy's
     ``kueue_*`` families count."""
     merged = MergedFamilies()
@@ -74,7 +75,7 @@ def merge_texts(texts: Sequence[tuple[str, bool] | tuple[str, bool, str]]) -> Me
         kueue: list[Metric] = []
         for family in text_string_to_metric_families(text):
             if not family.name.startswith("kueue_"):
-                merged.add(family, gauges=True)
+                merged.add(family, gauges=live)
             elif source:
                 kueue.append(family)
             else:

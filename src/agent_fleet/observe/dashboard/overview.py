@@ -8,6 +8,7 @@ from typing import Any
 from agent_fleet.domain.events import SessionState
 from agent_fleet.observe.dashboard.merge import histogram_quantile
 from agent_fleet.observe.dashboard.reader import FleetReader, RunView
+from agent_fleet.observe.metrics import CHECK_WAIT_BUCKETS, CheckFigures, check_figures
 
 __all__ = ["overview", "queue_rows", "run_detail", "run_row"]
 
@@ -19,6 +20,20 @@ def _forecast_cost(run: RunView) -> dict[str, float] | None:
     if not isinstance(cost, dict):
         return None
     return {"low": float(cost.get("low", 0)), "high": float(cost.get("high", 0))}
+
+
+def _checks(figures: CheckFigures) -> dict[str, Any] | None:
+    """The checks panel: counts by outcome and the admission wait's p95 (None: no check recorded)."""
+    if not sum(figures.outcomes.values()):
+        return None
+    p95 = histogram_quantile(
+        0.95, {**dict(zip(CHECK_WAIT_BUCKETS, figures.wait_buckets, strict=False)), float("inf"): figures.wait_count}
+    )
+    return {"outcomes": dict(figures.outcomes), "wait_p95_s": None if p95 is None else round(p95, 4)}
+
+
+def _recorded_checks(run: RunView) -> list[dict[str, Any]]:
+    return [s.check for s in run.sessions.values() if s.check is not None]
 
 
 def run_row(reader: FleetReader, run: RunView) -> dict[str, Any]:
@@ -41,14 +56,20 @@ def run_row(reader: FleetReader, run: RunView) -> dict[str, Any]:
         "created_at": run.record.created_at,
         "sessions": dict(states),
         "active": states.get(SessionState.RUNNING.value, 0),
-        "tokens": sum(s.tokens for s in run.sessions.values()),
-        "calls": sum(s.calls for s in run.sessions.values()),
+        "tokens": run.tokens(),
+        "calls": run.calls(),
         "errors": sum(s.errors for s in run.sessions.values()),
         "preemptions": sum(s.preemptions for s in run.sessions.values()),
         "cost_usd": float(run.cost()),
         "forecast_usd": _forecast_cost(run),
         "results_raw": int(raw),
         "dedup_rate": None if dedup is None else round(dedup, 4),
+        "checks": _checks(check_figures(_recorded_checks(run))),
+        "changes": {
+            "sessions": sum(1 for s in run.sessions.values() if s.changed_files is not None),
+            "files": sum(s.changed_files or 0 for s in run.sessions.values()),
+            "merged": run.merged,
+        },
     }
 
 
@@ -134,6 +155,7 @@ def overview(reader: FleetReader, *, series: bool = True) -> dict[str, Any]:
         "concurrency_limit": last.concurrency_limit if last else 0,
         "in_flight": last.in_flight if last else 0,
         "preemptions": sum(r["preemptions"] for r in runs),
+        "checks": _checks(check_figures([c for r in reader.runs.values() for c in _recorded_checks(r)])),
         "queues": queue_rows(reader),
         "near_budget": {"threshold": reader.options.near_budget, "sessions": near[: reader.options.top_k]},
         "runs": runs,

@@ -15,19 +15,22 @@ import asyncio
 import json
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from agent_fleet.clock import Clock, RealClock
+from agent_fleet.domain.decode import decode
 from agent_fleet.domain.events import Event, EventType, SessionRecord, SessionState
+from agent_fleet.domain.ledger import Tally, run_calls
+from agent_fleet.domain.payloads import BudgetRaised, ChangesIntegrated, RunCreated, RunEnded
 from agent_fleet.observe.dashboard.figures import Budget, SessionFigures, budget_of_run, used_ratio
 from agent_fleet.observe.dashboard.merge import MergedFamilies, merge_texts
 from agent_fleet.observe.metrics import metrics_key
 from agent_fleet.session.port import SessionLog
 
-__all__ = ["FleetReader", "ReaderOptions", "RunView", "team_of"]
+__all__ = ["FleetReader", "ReaderOptions", "RunView", "TeamTally", "team_of"]
 
 _EVENT_TEXT_LIMIT = 4000  # characters of one event's data sent to a page; the log keeps it whole
 
@@ -50,6 +53,16 @@ def team_of(options: dict[str, Any]) -> str:
     return queue.split("/", 1)[0]
 
 
+@dataclass(frozen=True, slots=True)
+class TeamTally:
+    """What a team spent, as a server's meter counts it (every call of all its runs, kept durable)."""
+
+    tokens: int
+    cost_usd: Decimal
+    calls: int
+    errors: int
+
+
 @dataclass(slots=True)
 class RunView:
     record: SessionRecord
@@ -61,7 +74,11 @@ class RunView:
     sessions: dict[str, SessionFigures] = field(default_factory=dict)
     metrics_text: str = ""
     admission_source: str = ""  # the admission controller its kueue_* families are of
+    gateway_source: str = ""  # the gateway its concurrency gauges are of (runs of one server share one)
     summary: dict[str, Any] | None = None
+    # calls recorded in the run's own stream (planner, verifier, provider embeddings), as status counts them
+    own_calls: Tally = field(default_factory=Tally)
+    merged: int | None = None  # changes merged into the run's branch (None: not merged yet)
 
     @property
     def run_id(self) -> str:
@@ -77,21 +94,33 @@ class RunView:
 
     def fold_run_event(self, ev: Event) -> None:
         self.seen_seq = max(self.seen_seq, ev.seq)
-        if ev.type == EventType.RUN_CREATED:
-            self.options = dict(ev.data.get("options") or {})
-            self.task = str(ev.data.get("task") or "")
-            self.forecast = ev.data.get("forecast")
+        calls = run_calls(ev)
+        if calls is not None:
+            self.own_calls.add(calls.usage, calls.cost_usd, calls.calls)
+        p = decode(ev)
+        if isinstance(p, RunCreated):
+            self.options = dict(p.options)
+            self.task = p.task
+            self.forecast = None if p.forecast is None else dict(p.forecast)
             self.budget = budget_of_run(self.options)
-        elif ev.type == EventType.BUDGET_RAISED:
-            data = dict(ev.data)
-            if self.options.get("fleet_budget_usd") is not None:
-                data.pop("usd", None)  # a run-wide dollar raise moves the fleet cap, not the sessions'
-            self.budget = self.budget.raised(data)
-        elif ev.type in (EventType.RUN_COMPLETED, EventType.RUN_PAUSED, EventType.RUN_INTERRUPTED):
-            self.summary = ev.data.get("summary")
+        elif isinstance(p, BudgetRaised):
+            # a run-wide dollar raise moves the fleet cap, not the sessions'
+            usd = None if self.options.get("fleet_budget_usd") is not None else p.usd
+            self.budget = self.budget.raised(p.tokens, usd)
+        elif isinstance(p, RunEnded) and ev.type != EventType.RUN_FAILED:
+            self.summary = None if p.summary is None else dict(p.summary)
+        elif isinstance(p, ChangesIntegrated):
+            self.merged = p.merged
 
     def cost(self) -> Decimal:
-        return sum((s.cost_usd for s in self.sessions.values()), Decimal(0))
+        """What the run spent as ``status`` counts it: its sessions' calls and its own stream's."""
+        return sum((s.cost_usd for s in self.sessions.values()), self.own_calls.cost_usd)
+
+    def tokens(self) -> int:
+        return sum((s.tokens for s in self.sessions.values()), self.own_calls.usage.total_tokens)
+
+    def calls(self) -> int:
+        return sum((s.calls for s in self.sessions.values()), self.own_calls.calls)
 
     def ratios(self) -> list[tuple[float, SessionFigures]]:
         """Budget used share of every session that has not ended, highest first."""
@@ -125,8 +154,10 @@ class FleetReader:
         clock: Clock | None = None,
         wall_clock: Callable[[], float] = time.time,
         options: ReaderOptions | None = None,
+        tallies: Callable[[], Mapping[str, TeamTally]] | None = None,
     ) -> None:
         self.log = log
+        self.tallies = tallies  # a server's team tallies (fleet_team_*), when it has them
         self.clock = clock or RealClock()
         self.wall_clock = wall_clock
         self.options = options or ReaderOptions()
@@ -182,17 +213,18 @@ class FleetReader:
         snap = await self.log.get_snapshot(metrics_key(rec.session_id))
         view.metrics_text = str(snap.get("text", "")) if snap else ""
         view.admission_source = str(snap.get("admission_source", "")) if snap else ""
+        view.gateway_source = str(snap.get("gateway_source", "")) if snap else ""
 
     def _point(self, now: float) -> Point:
         tokens = calls = errors = active = 0
         for run in self.runs.values():
+            tokens += run.tokens()
+            calls += run.calls()
             for s in run.sessions.values():
-                tokens += s.tokens
-                calls += s.calls
                 errors += s.errors
                 active += s.state == SessionState.RUNNING
-        limit = sum(self._live_gauge("fleet_api_concurrency_limit").values())
-        in_flight = sum(self._live_gauge("fleet_llm_requests_in_flight").values())
+        limit = self._gateway_gauge("fleet_api_concurrency_limit")
+        in_flight = self._gateway_gauge("fleet_llm_requests_in_flight")
         return Point(now, self.wall_clock(), tokens, calls, errors, active, limit, in_flight)
 
     def _live_gauge(self, name: str) -> dict[str, float]:
@@ -203,6 +235,16 @@ class FleetReader:
             for labels, v in self.merged.values(name).items()
             if dict(labels).get("run") in live
         }
+
+    def _gateway_gauge(self, name: str) -> float:
+        """A gateway's gauge over the live runs: counted once per gateway (the runs of one server share
+        one gateway, and so its one concurrency limit), summed over separate gateways."""
+        by_gateway: dict[str, float] = {}
+        for run_id, value in self._live_gauge(name).items():
+            run = self.runs.get(run_id)
+            source = run.gateway_source if run is not None and run.gateway_source else f"run:{run_id}"
+            by_gateway[source] = max(by_gateway.get(source, 0.0), value)
+        return sum(by_gateway.values())
 
     # -- what pages read ---------------------------------------------------------------------------
     def rate(self, window: float = 5.0) -> tuple[float, float]:

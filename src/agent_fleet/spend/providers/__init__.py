@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Unpack
 from urllib.parse import urlsplit
 
+from agent_fleet.domain.calls import Quirks
 from agent_fleet.errors import ConfigError
 from agent_fleet.spend.providers._base import ProviderSettings
 from agent_fleet.spend.providers._wire import ProviderTimeout, RateSignals
@@ -77,6 +78,7 @@ def build_provider(
     base_url: str | None = None,
     env: Mapping[str, str] | None = None,
     responses_api: bool | None = None,
+    quirks: Quirks | None = None,
     **settings: Unpack[ProviderSettings],
 ) -> HttpProvider:
     """A provider from ``--provider`` (``openai``, ``anthropic`` or a URL) plus optional overrides;
@@ -89,4 +91,6 @@ def build_provider(
     key = api_key or resolve_api_key(kind, env, base_url=url)
     if kind == "anthropic":
         return AnthropicProvider(api_key=key, base_url=url, model=model, **settings)
-    return OpenAIProvider(api_key=key, base_url=url, model=model, responses_api=responses_api, **settings)
+    return OpenAIProvider(
+        api_key=key, base_url=url, model=model, responses_api=responses_api, quirks=quirks, **settings
+    )

@@ -1,8 +1,9 @@
-"""What the two wire formats share: one provider endpoint, its key, its options and its two HTTP paths.
+"""What the two wire formats share: one provider endpoint, its key, its options and its transport.
 
-The engine's own calls go through the :class:`JsonPoster` (whole JSON answers); the gateway
-service's pass-through (``send_raw``, streams included) goes through an httpx client that is built
-on first use, so an engine that never serves the gateway never builds it.
+Every request goes through the provider's :class:`~agent_fleet.spend.providers.transport.Transport`
+(``transport=``, a factory of one; real HTTP by default): the engine's own calls as whole answers
+(``post``), the gateway service's pass-through (``send_raw``, streams included) through ``open``.
+What an answer means — errors, rate-limit headers — is read here and in ``_wire``, never in a transport.
 """
 
 from __future__ import annotations
@@ -10,10 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, Required, TypedDict
 
-import httpx
-
-from agent_fleet.spend.providers._fast import JsonPoster
-from agent_fleet.spend.providers._wire import SignalSink, host_of, make_client, post
+from agent_fleet.spend.patience import current_watch
+from agent_fleet.spend.providers._wire import (
+    SignalSink,
+    error_from_status,
+    exchange,
+    failed_exchange,
+    host_of,
+    read_signals,
+)
+from agent_fleet.spend.providers.http_transport import HttpTransport
+from agent_fleet.spend.providers.transport import Endpoint, Reply, TransportError, TransportFactory
 
 __all__ = ["HttpProvider", "ProviderOptions", "ProviderSettings"]
 
@@ -27,6 +35,7 @@ class ProviderSettings(TypedDict, total=False):
     max_connections: int
     name: str | None
     on_signals: SignalSink | None
+    transport: TransportFactory | None
 
 
 class ProviderOptions(ProviderSettings, total=False):
@@ -42,6 +51,8 @@ class HttpProvider:
     kind: ClassVar[str]  # the wire format, also the provider's name unless it is given one
     default_base_url: ClassVar[str]
     default_model: ClassVar[str]
+    # The gateway watches its calls (spend.patience): it reports progress, and the watch bounds its time.
+    watched: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -53,8 +64,10 @@ class HttpProvider:
         max_connections: int = 64,
         name: str | None = None,
         on_signals: SignalSink | None = None,
+        transport: TransportFactory | None = None,
     ) -> None:
-        """``base_url``, ``model`` and ``name`` left out (or empty) are the format's own."""
+        """``base_url``, ``model`` and ``name`` left out (or empty) are the format's own; ``transport``
+        builds the provider's transport from its endpoint (default: real HTTP)."""
         self.name = name or self.kind
         self.model = model or self.default_model
         self.base_url = (base_url or self.default_base_url).rstrip("/")
@@ -62,32 +75,29 @@ class HttpProvider:
         self.on_signals = on_signals
         self._key = api_key
         self._headers = self.auth_headers(api_key)
-        self._timeout = timeout
-        self._max_connections = max_connections
-        self._client: httpx.AsyncClient | None = None
-        self._poster = JsonPoster(
-            base_url=self.base_url, headers=self._headers, timeout=timeout, max_connections=max_connections
-        )
+        endpoint = Endpoint(self.base_url, self._headers, timeout, max_connections)
+        self.transport = (transport or HttpTransport)(endpoint)
 
     @staticmethod
     def auth_headers(api_key: str) -> dict[str, str]:
         """The headers every request carries: the key as the format sends it, and the content type."""
         raise NotImplementedError
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = make_client(
-                base_url=self.base_url,
-                headers=self._headers,
-                timeout=self._timeout,
-                max_connections=self._max_connections,
-            )
-        return self._client
-
-    async def _post_json(self, path: str, payload: bytes, model: str) -> bytes:
-        return await self._poster.post(
-            path, payload, host=self.host, model=model, secret=self._key, on_signals=self.on_signals
+    async def _post_json(self, path: str, payload: bytes, model: str, *, streaming: bool = False) -> bytes:
+        """POST one request of a call; under the gateway's watch (``spend.patience``) the watch is told
+        what is sent and hears every piece of the answer, and it alone bounds the call's time."""
+        watch = current_watch()
+        if watch is not None:
+            watch.sending(streaming=streaming)
+        return await exchange(
+            self.transport,
+            path,
+            payload,
+            host=self.host,
+            model=model,
+            secret=self._key,
+            on_signals=self.on_signals,
+            on_progress=watch.progress if watch is not None else None,
         )
 
     async def send_raw(
@@ -98,7 +108,7 @@ class HttpProvider:
         stream: bool = False,
         path: str | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> httpx.Response:
+    ) -> Reply:
         """POST an already-encoded body to ``path`` (default: the format's chat endpoint; a query string
         may follow it), with the client's own ``headers`` over the provider's (the gateway service's
         pass-through). The provider's credentials are set here and cannot be overridden."""
@@ -106,22 +116,17 @@ class HttpProvider:
         if headers:
             sent = {**self._headers}
             sent.update((k, v) for k, v in headers.items() if k.lower() not in _CREDENTIALS)
-        return await post(
-            self.client,
-            path or self.raw_path,
-            payload,
-            headers=sent,
-            host=self.host,
-            model=model,
-            secret=self._key,
-            on_signals=self.on_signals,
-            stream=stream,
-        )
+        try:
+            reply = await self.transport.open(path or self.raw_path, payload, headers=sent, stream=stream)
+        except TransportError as exc:
+            raise failed_exchange(self.host, exc) from None
+        read_signals(reply.headers, model, self.on_signals)
+        if reply.status_code >= 400:
+            raise error_from_status(self.host, reply.status_code, reply.headers, reply.content, scrub=self._key)
+        return reply
 
     async def aclose(self) -> None:
-        await self._poster.aclose()
-        if self._client is not None:
-            await self._client.aclose()
+        await self.transport.aclose()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r}, model={self.model!r})"

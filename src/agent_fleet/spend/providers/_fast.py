@@ -1,6 +1,7 @@
 """The engine's own model calls: JSON POSTs over a small HTTP/1.1 connection pool.
 
-The gateway service forwards streams through httpx (``post`` in ``_wire``); the in-process harness
+The ``post`` of :class:`~agent_fleet.spend.providers.http_transport.HttpTransport`. The gateway service
+forwards streams through httpx (the transport's ``open``); the in-process harness
 only ever needs a whole JSON answer, and at fleet concurrency the client stack is a large part of
 the engine's CPU per call. So these calls skip it: a request is one precomputed head and the body in
 one socket write, the answer is parsed by httptools (llhttp, the parser of Node.js and uvicorn) in
@@ -12,12 +13,13 @@ What the pool keeps of a full client: at most ``max_connections`` open at once (
 come first served), keep-alive with idle connections closed after 30 s, TLS for ``https`` (the
 system's trust store, as ``ssl.create_default_context`` builds it), ``Content-Length`` and chunked
 answers, gzip/deflate bodies, ``Connection: close``, a total timeout per call and a connect timeout
-(``min(timeout, 10 s)``). No proxies (the environment is not read) and no redirects (a 3xx is a
-client error naming its status). Errors map to the same tree as ``_wire.post``:
+(``min(timeout, 10 s)``). No proxies (the environment is not read) and no redirects (the provider
+reads a 3xx as a client error naming its status). No answer is a
+:class:`~agent_fleet.spend.providers.transport.TransportError`:
 
-    cannot connect (refused, DNS, TLS handshake)      -> connection_error(sent=False)
-    no answer in time (connect, queue or answer)      -> connection_error(timed_out=True, sent=True)
-    connection lost or an answer that is not HTTP     -> connection_error(sent=True)
+    cannot connect (refused, DNS, TLS handshake)      -> sent=False
+    no answer in time (connect, queue or answer)      -> timed_out=True, sent=True
+    connection lost or an answer that is not HTTP     -> sent=True
 """
 
 from __future__ import annotations
@@ -26,17 +28,12 @@ import asyncio
 import ssl
 import zlib
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 import httptools
 
-from agent_fleet.spend.providers._wire import (
-    SignalSink,
-    connection_error,
-    error_from_status,
-    signals_from_headers,
-)
+from agent_fleet.spend.providers.transport import Answer, TransportError
 
 __all__ = ["JsonPoster"]
 
@@ -76,6 +73,7 @@ class _Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._framed = False  # the answer states its length (Content-Length or chunked)
         self._started = False
+        self.on_progress: Callable[[int], None] | None = None  # told of each piece of a streamed answer
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -109,6 +107,13 @@ class _Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
+        # Progress is a stream's pieces coming (an event stream answered 2xx): an error or a page that
+        # is not the API's, however quickly it comes, says nothing of a model at work.
+        if self.on_progress is not None and self._streaming():
+            self.on_progress(len(body))
+
+    def _streaming(self) -> bool:
+        return self._parser.get_status_code() < 300 and "event-stream" in self._headers.get("content-type", "")
 
     def on_message_complete(self) -> None:
         self._finish(keep_alive=self._parser.should_keep_alive())
@@ -204,47 +209,51 @@ class JsonPoster:
             head = self._heads[path] = f"POST {target} HTTP/1.1\r\n{self._head_lines}".encode("latin-1")
         return head
 
-    async def post(
-        self, path: str, payload: bytes, *, host: str, model: str, secret: str, on_signals: SignalSink | None
-    ) -> bytes:
+    async def post(self, path: str, payload: bytes, *, on_progress: Callable[[int], None] | None = None) -> Answer:
+        """The whole answer, its body decoded. With ``on_progress`` (told the size of each piece of the
+        answer as it arrives) the caller watches the call's time (``spend.patience``): only connecting is
+        bounded here."""
         if self._refused is not None:
             raise ValueError(self._refused)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
+        deadline = None if on_progress is not None else loop.time() + self._timeout
         try:
-            answer = await self._exchange(loop, path, payload, deadline)
-            body = _decoded(answer)
+            answer = await self._exchange(loop, path, payload, deadline, on_progress)
+            return Answer(answer.status, answer.headers, _decoded(answer))
         except _Lost as exc:
-            raise connection_error(host, timed_out=False, sent=True, cause=exc.cause) from None
+            raise TransportError(exc.cause, sent=True) from None
         except TimeoutError as exc:
-            raise connection_error(host, timed_out=True, sent=True, cause=type(exc).__name__) from None
+            raise TransportError(type(exc).__name__, sent=True, timed_out=True) from None
         except (OSError, ValueError) as exc:  # could not connect: nothing was sent
-            raise connection_error(host, timed_out=False, sent=False, cause=type(exc).__name__) from None
-        if on_signals is not None:
-            signals = signals_from_headers(answer.headers)
-            if signals is not None:
-                on_signals(model, signals)
-        if answer.status >= 300:  # a redirect is not followed: it is an answer that is not the API's
-            raise error_from_status(host, answer.status, answer.headers, body, scrub=secret)
-        return body
+            raise TransportError(type(exc).__name__, sent=False) from None
 
-    async def _exchange(self, loop: asyncio.AbstractEventLoop, path: str, payload: bytes, deadline: float) -> _Answer:
+    async def _exchange(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        path: str,
+        payload: bytes,
+        deadline: float | None,
+        on_progress: Callable[[int], None] | None,
+    ) -> _Answer:
         conn = await self._acquire(loop, deadline)
         reuse = False
         try:
+            conn.on_progress = on_progress
             waiter = conn.request(b"%sContent-Length: %d\r\n\r\n%s" % (self._head(path), len(payload), payload))
-            timer = loop.call_at(deadline, conn.expire)
+            timer = loop.call_at(deadline, conn.expire) if deadline is not None else None
             try:
                 answer = await waiter
             finally:
-                timer.cancel()
+                if timer is not None:
+                    timer.cancel()
             reuse = answer.keep_alive
             return answer
         finally:
+            conn.on_progress = None
             self._release(conn, reuse=reuse and not conn.closed)
 
     # -- the pool
-    async def _acquire(self, loop: asyncio.AbstractEventLoop, deadline: float) -> _Connection:
+    async def _acquire(self, loop: asyncio.AbstractEventLoop, deadline: float | None) -> _Connection:
         if loop is not self._loop:
             self._forget()  # connections belong to the loop they were opened on
             self._loop = loop
@@ -271,7 +280,7 @@ class JsonPoster:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
 
-    async def _connect(self, loop: asyncio.AbstractEventLoop, deadline: float) -> _Connection:
+    async def _connect(self, loop: asyncio.AbstractEventLoop, deadline: float | None) -> _Connection:
         if self._scheme not in _DEFAULT_PORTS or not self._host or not self._port:
             raise ValueError(f"not an http(s) URL: {self._base}")
         tls: ssl.SSLContext | None = None
@@ -279,7 +288,9 @@ class JsonPoster:
             tls = self._ssl = self._ssl or ssl.create_default_context()
         self._opening += 1
         try:
-            limit = min(self._connect_timeout, max(0.0, deadline - loop.time()))
+            limit = self._connect_timeout
+            if deadline is not None:
+                limit = min(limit, max(0.0, deadline - loop.time()))
             async with asyncio.timeout(limit):
                 _, conn = await loop.create_connection(
                     _Connection, self._host, self._port, ssl=tls, server_hostname=self._host if tls else None

@@ -1,7 +1,7 @@
-"""What every HTTP provider shares: the client, error mapping and rate-limit signals.
+"""What every HTTP provider shares: reading a transport's answers, error mapping and rate-limit signals.
 
-The one error mapping of every provider call (the engine's own over aiohttp, the gateway service's
-pass-through over httpx, embeddings); each maps to one :class:`~agent_fleet.domain.errors.ErrorKind`::
+The one error mapping of every provider call, whatever its transport (the engine's own calls, the
+gateway service's pass-through, embeddings); each maps to one :class:`~agent_fleet.domain.error_kinds.ErrorKind`::
 
     429 insufficient_quota / 402 / billing 400 / 403 billing  -> QuotaExhausted      quota (never retried)
     401, other 403                                             -> ProviderAuthError   auth / forbidden (stops the run)
@@ -28,9 +28,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import orjson
-from httpx_aiohttp import AiohttpTransport
 
 from agent_fleet.errors import (
     ClientRequestError,
@@ -45,23 +43,23 @@ from agent_fleet.errors import (
     QuotaExhausted,
     RateLimited,
 )
+from agent_fleet.spend.providers.transport import Answer, Transport, TransportError
 
 __all__ = [
     "ProviderTimeout",
     "RateSignals",
     "SignalSink",
-    "connection_error",
     "answer_of",
+    "connection_error",
     "dump_json",
-    "load_json",
-    "error_from_response",
     "error_from_status",
+    "exchange",
+    "failed_exchange",
     "host_of",
-    "make_client",
+    "load_json",
     "parse_duration",
-    "post",
+    "read_signals",
     "signals_from_headers",
-    "transport_error",
 ]
 
 
@@ -87,20 +85,6 @@ SignalSink = Callable[[str, RateSignals], None]
 
 def host_of(base_url: str) -> str:
     return urlsplit(base_url).netloc or base_url
-
-
-def make_client(
-    *, base_url: str, headers: Mapping[str, str], timeout: float, max_connections: int
-) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    # httpx's API over aiohttp's connection pool: httpcore's pool does work per pooled connection on
-    # every request (an expiry probe of each socket), which dominated a call's CPU at fleet concurrency.
-    return httpx.AsyncClient(
-        base_url=base_url.rstrip("/") + "/",
-        headers=dict(headers),
-        timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-        transport=AiohttpTransport(limits=limits, trust_env=False),
-    )
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -212,11 +196,6 @@ def _error_fields(body: bytes) -> tuple[str, str, str]:
     return str(err.get("type") or ""), str(err.get("code") or ""), str(err.get("message") or "")[:300]
 
 
-def error_from_response(host: str, response: httpx.Response, *, scrub: str = "") -> ProviderError:
-    """Map an error status to the engine's error tree. ``scrub`` is a secret to blank out of echoed text."""
-    return error_from_status(host, response.status_code, response.headers, response.content, scrub=scrub)
-
-
 def error_from_status(
     host: str, status: int, headers: Mapping[str, str], content: bytes, *, scrub: str = ""
 ) -> ProviderError:
@@ -321,15 +300,21 @@ def answer_of(
     return data  # type: ignore[no-any-return]
 
 
-def transport_error(host: str, exc: httpx.HTTPError) -> ProviderUnreachable:
-    """An httpx failure as :func:`connection_error` names it."""
-    not_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
-    timed_out = isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout)
-    return connection_error(host, timed_out=timed_out, sent=not not_sent, cause=type(exc).__name__)
+def failed_exchange(host: str, exc: TransportError) -> ProviderUnreachable:
+    """A transport's "no answer" as :func:`connection_error` names it."""
+    return connection_error(host, timed_out=exc.timed_out, sent=exc.sent, cause=exc.cause)
 
 
-async def post(
-    client: httpx.AsyncClient,
+def read_signals(headers: Mapping[str, str], model: str, sink: SignalSink | None) -> None:
+    """Tell ``sink`` what an answer's rate-limit headers said, if anything."""
+    if sink is not None:
+        signals = signals_from_headers(headers)
+        if signals is not None:
+            sink(model, signals)
+
+
+async def exchange(
+    transport: Transport,
     path: str,
     payload: bytes,
     *,
@@ -337,29 +322,15 @@ async def post(
     model: str,
     secret: str,
     on_signals: SignalSink | None,
-    stream: bool = False,
-    headers: Mapping[str, str] | None = None,
-) -> httpx.Response:
-    """POST and map failures. With ``stream`` the body is left unread: the caller must ``aclose()`` it."""
+    on_progress: Callable[[int], None] | None = None,
+) -> bytes:
+    """POST through ``transport`` and read the answer: its body, or the mapped error. A redirect is not
+    followed: a 3xx is an answer that is not the API's."""
     try:
-        if stream:
-            request = client.build_request("POST", path, content=payload, headers=headers)
-            response = await client.send(request, stream=True)
-        else:
-            response = await client.post(path, content=payload, headers=headers)
-    except httpx.HTTPError as exc:
-        raise transport_error(host, exc) from None
-    if on_signals is not None:
-        signals = signals_from_headers(response.headers)
-        if signals is not None:
-            on_signals(model, signals)
-    if response.status_code >= 400:
-        if stream:
-            try:
-                await response.aread()
-            except httpx.HTTPError as exc:
-                raise transport_error(host, exc) from None
-            finally:
-                await response.aclose()
-        raise error_from_response(host, response, scrub=secret)
-    return response
+        answer: Answer = await transport.post(path, payload, on_progress=on_progress)
+    except TransportError as exc:
+        raise failed_exchange(host, exc) from None
+    read_signals(answer.headers, model, on_signals)
+    if answer.status >= 300:
+        raise error_from_status(host, answer.status, answer.headers, answer.body, scrub=secret)
+    return answer.body

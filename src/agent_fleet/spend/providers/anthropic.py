@@ -116,10 +116,15 @@ def anthropic_body(request: ChatRequest, model: str) -> dict[str, Any]:
         body["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
         ]
+        if request.tool_choice is not None:  # Anthropic's default is auto; it has no seed
+            body["tool_choice"] = {"type": _TOOL_CHOICE[request.tool_choice]}
     _cache_breakpoints(body)
     if request.temperature is not None:
         body["temperature"] = request.temperature
     return body
+
+
+_TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
 
 
 _EPHEMERAL = {"type": "ephemeral"}
@@ -230,7 +235,16 @@ def from_anthropic_request(body: dict[str, Any]) -> ChatRequest:
         tools=tools,
         max_tokens=int(body.get("max_tokens") or 4096),
         temperature=body.get("temperature"),
+        tool_choice=_tool_choice_of(body.get("tool_choice")),
     )
+
+
+_FROM_TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
+
+
+def _tool_choice_of(value: Any) -> str | None:
+    """A Messages ``tool_choice`` as a neutral one (a named tool has no neutral form: None)."""
+    return _FROM_TOOL_CHOICE.get(str(value.get("type"))) if isinstance(value, dict) else None
 
 
 def to_anthropic_response(response: ChatResponse, *, message_id: str) -> dict[str, Any]:

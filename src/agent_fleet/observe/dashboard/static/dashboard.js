@@ -60,6 +60,15 @@
     charts.limit.setData([t, s.map((p) => p.limit), s.map((p) => p.in_flight)]);
   }
 
+  // checks of the runs' changes: "passed / all", then the others by outcome and the admission wait
+  function drawChecks(c, value, detail) {
+    if (!c) { value.textContent = "–"; detail.textContent = "no check recorded"; return; }
+    const n = c.outcomes, all = Object.values(n).reduce((a, b) => a + b, 0);
+    value.textContent = fmt.int(n.passed || 0) + " / " + fmt.int(all);
+    detail.textContent = fmt.int(n.failed || 0) + " failed · " + fmt.int(n.timeout || 0) + " timeout · " +
+      fmt.int(n.skipped || 0) + " skipped · wait p95 " + fmt.secs(c.wait_p95_s);
+  }
+
   // -- overview ---------------------------------------------------------------------------------------
   function drawOverview(o) {
     state.fleet = o;
@@ -76,6 +85,7 @@
     $("preemptions").textContent = fmt.int(o.preemptions);
     $("near-budget").textContent = fmt.int(o.near_budget.sessions.length);
     $("near-threshold").textContent = "at or above " + fmt.pct(o.near_budget.threshold);
+    drawChecks(o.checks, $("checks"), $("checks-detail"));
     if (o.time) $("updated").textContent = "updated " + fmt.time(o.time);
     addPoints(o.series);
     fill($("queues").tBodies[0], o.queues, (q) => {
@@ -94,7 +104,10 @@
       cell(tr, r.run_id); cell(tr, r.state, "state-" + r.state); cell(tr, r.team); cell(tr, r.queue);
       cell(tr, fmt.int(total)); cell(tr, fmt.int(r.active)); cell(tr, fmt.int(r.tokens));
       cell(tr, fmt.usd(r.cost_usd) + (r.forecast_usd ? " / " + fmt.usd(r.forecast_usd.high) : ""));
-      cell(tr, fmt.pct(r.dedup_rate)); cell(tr, r.task, "task");
+      cell(tr, fmt.pct(r.dedup_rate));
+      const ch = r.changes || {};
+      cell(tr, ch.sessions ? fmt.int(ch.sessions) + " (" + (ch.merged == null ? "–" : fmt.int(ch.merged)) + " merged)" : "–");
+      cell(tr, r.task, "task");
       tr.addEventListener("click", () => select(r.run_id, null));
       return tr;
     });
@@ -106,8 +119,10 @@
     $("run-panel").hidden = false;
     $("run-title").textContent = r.run_id;
     const states = Object.entries(r.sessions).map(([k, v]) => v + " " + k).join(", ");
+    const checks = r.checks ? " · checks " + Object.entries(r.checks.outcomes).filter(([, v]) => v)
+      .map(([k, v]) => v + " " + k).join(", ") + " (wait p95 " + fmt.secs(r.checks.wait_p95_s) + ")" : "";
     $("run-facts").textContent = r.state + " · team " + r.team + " · queue " + r.queue + " · " + states +
-      " · " + fmt.int(r.tokens) + " tokens · " + fmt.usd(r.cost_usd) + " · " + r.task;
+      " · " + fmt.int(r.tokens) + " tokens · " + fmt.usd(r.cost_usd) + checks + " · " + r.task;
     fill($("sessions").tBodies[0], r.session_rows, (s) => {
       const tr = document.createElement("tr");
       tr.className = "pick" + (s.session_id === state.session ? " selected" : "");
@@ -117,7 +132,8 @@
       cell(tr, fmt.usd(s.cost_usd));
       const near = state.fleet && s.budget_used_ratio >= state.fleet.near_budget.threshold;
       cell(tr, fmt.pct(s.budget_used_ratio), near ? "hot" : "");
-      cell(tr, fmt.int(s.errors)); cell(tr, fmt.int(s.results)); cell(tr, s.last_event);
+      cell(tr, fmt.int(s.errors)); cell(tr, fmt.int(s.results));
+      cell(tr, s.check || "", s.check ? "check-" + s.check : ""); cell(tr, s.last_event);
       tr.addEventListener("click", () => select(state.run, s.session_id));
       return tr;
     });
