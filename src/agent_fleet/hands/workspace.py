@@ -20,11 +20,12 @@ top of its repository; any other input gets a plain directory holding copies of 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,12 +138,13 @@ def create_workspace(
         worktree = workdir
         marker["worktree_of"] = str(repo)
         _write_marker(base, marker)  # before the worktree exists: a crash in between is still reaped
-        subprocess.run(
-            ["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(worktree), commit or "HEAD"],
-            capture_output=True,
-            timeout=300,
-            check=True,
-        )
+        with _worktrees_of(repo, exclusive=False):
+            subprocess.run(
+                ["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(worktree), commit or "HEAD"],
+                capture_output=True,
+                timeout=300,
+                check=True,
+            )
         if patch:
             _apply(worktree, patch)
         gitdir = _gitdir(worktree)
@@ -220,5 +222,29 @@ def remove_workspace(base: Path) -> bool:
         base.rmdir()
         removed = True
     if repo:
-        subprocess.run(["git", "-C", repo, "worktree", "prune"], capture_output=True, timeout=120, check=False)
+        with _worktrees_of(Path(repo), exclusive=True):
+            subprocess.run(["git", "-C", repo, "worktree", "prune"], capture_output=True, timeout=120, check=False)
     return removed
+
+
+@contextlib.contextmanager
+def _worktrees_of(repo: Path, *, exclusive: bool) -> Iterator[None]:
+    """Hold the repository's worktree lock: shared while adding a worktree, exclusive while pruning.
+
+    ``git worktree add`` makes the worktree's directory under ``.git/worktrees`` a moment before it
+    writes the ``locked`` file that keeps ``git worktree prune`` away; a prune in that moment (another
+    session's workspace going away) removes the new directory and the add fails with exit 128. Adds
+    run side by side; a prune waits for them, and they for it. The lock is an flock on the
+    repository's top directory, so engines in other processes on the same repository take part, and
+    nothing is written into the repository for it.
+    """
+    try:
+        fd = os.open(repo, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # gone, or not ours to open: git reports what matters
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
