@@ -21,6 +21,9 @@ from agent_fleet.aggregate.blas import one_blas_thread_by_default
 from agent_fleet.testing.processes import kill_now
 
 one_blas_thread_by_default()  # as the agent-fleet command runs: set before any test loads numpy
+# The suite runs more workers than the machine has cores, so a library's own pool of threads in each
+# worker (torch's OpenMP threads spin while they wait) only adds to the contention: one each.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 MARK = "FLEET_TEST_PROCESS_MARK"
 GRACE_S = 10.0
