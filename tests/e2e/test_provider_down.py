@@ -22,6 +22,7 @@ class _Failing(BaseHTTPRequestHandler):
     status = 500
     body = b'{"error": {"type": "server_error", "message": "boom"}}'
     calls = 0
+    first_call: float | None = None  # time.monotonic() of the first chat call
 
     def do_GET(self) -> None:
         self._send(200, b'{"object": "list", "data": []}')
@@ -29,6 +30,8 @@ class _Failing(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
         type(self).calls += 1
+        if type(self).first_call is None:
+            type(self).first_call = time.monotonic()
         self._send(self.status, self.body)
 
     def _send(self, status: int, body: bytes) -> None:
@@ -44,7 +47,7 @@ class _Failing(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def failing() -> Iterator[tuple[str, type[_Failing]]]:
-    handler = type("Handler", (_Failing,), {"calls": 0})
+    handler = type("Handler", (_Failing,), {"calls": 0, "first_call": None})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -74,13 +77,15 @@ def test_refused_credentials_stop_the_run_in_seconds(
     url, handler = failing
     handler.status = status
     handler.body = json.dumps({"error": {"type": "invalid_request_error", "message": "Incorrect API key"}}).encode()
-    began = time.monotonic()
     proc = cli.run("deploy", "--task", "Review", "--input", str(_items(tmp_path / "in.txt")), FLEET_BASE_URL=url)
-    took = time.monotonic() - began
+    ended = time.monotonic()
     assert proc.returncode == 4, proc.stderr
     line = _one_line(proc.stderr)
     assert "refused the credentials" in line and f"answered {status}" in line and url.split("/")[2] in line, line
-    assert took < 30, took  # start-up included; the stop itself is one health poll after the first 401
+    # The stop is one health poll after the first refusal (start-up, however slow on a busy machine, is
+    # not counted); a run that did not recognise the refusal would go on until the 60 s without success.
+    assert handler.first_call is not None
+    assert ended - handler.first_call < 30, ended - handler.first_call
     assert handler.calls <= 12  # one call per session at most: none is retried
 
 
@@ -92,13 +97,13 @@ def test_a_provider_with_no_success_stops_the_run_and_the_run_resumes(
     cfg = tmp_path / "fleet.yaml"
     cfg.write_text("provider: {give_up_after_s: 3}\nverification: {fraction: 0, minimum: 0}\n")
     src = _items(tmp_path / "in.txt")
-    began = time.monotonic()
     proc = cli.run("deploy", "--task", "Review", "--input", str(src), "--config", str(cfg), FLEET_BASE_URL=url)
-    took = time.monotonic() - began
+    ended = time.monotonic()
     assert proc.returncode == 4, proc.stderr
     line = _one_line(proc.stderr)
     assert "no call succeeded for 3 s" in line and "resumable" in line and "answered 200" in line, line
-    assert took < 40, took
+    assert handler.first_call is not None  # the stop comes the 3 s after the first failure, start-up aside
+    assert ended - handler.first_call < 40, ended - handler.first_call
     code, runs = cli.json("status")
     run_id = runs["runs"][0]["run_id"]
     code, status = cli.json("status", run_id)

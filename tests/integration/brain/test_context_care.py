@@ -103,7 +103,7 @@ async def run(repo: Path, cfg: FleetConfig) -> tuple[MemorySessionLog, Gateway, 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 async def test_a_200_turn_session_fits_a_16k_window(repo: Path, sim: SimProvider, provider: str) -> None:
-    began = time.monotonic()
+    began = time.process_time()  # CPU, not wall time: a busy machine slows the wall clock, not the work
     log, gw, out = await run(repo, config(sim.base_url, provider, care=True))
     assert not isinstance(out, Exception), out
     assert out.outcome is Outcome.COMPLETED
@@ -136,7 +136,7 @@ async def test_a_200_turn_session_fits_a_16k_window(repo: Path, sim: SimProvider
     assert (figures.llm_calls, figures.usage.total_tokens) == (tally.calls, tally.total_tokens)
     # every request the provider saw fitted the window: none was refused
     assert all("400" not in by_status for by_status in sim.stats()["requests"].values())
-    assert time.monotonic() - began < 30
+    assert time.process_time() - began < 10  # about 0.8 s: no cost that grows with the turns runs away
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])

@@ -210,7 +210,7 @@ async def test_run_is_bounded_in_time(tmp_path: Path, root: Path) -> None:
         out = await hands.execute("run", {"command": "echo begun; sleep 30; echo never"})
         took = time.monotonic() - started
         assert out.is_error and "timed out" in out.output and "begun" in out.output and "never" not in out.output
-        assert took < 10, took
+        assert took < 20, took  # the command would take 30 s
         out = await hands.execute("run", {"command": "exit 3"})
         assert out.is_error and "[exit code 3]" in out.output
     finally:
