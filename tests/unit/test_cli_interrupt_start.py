@@ -2,24 +2,30 @@
 
 The interrupt the signal raises does not always reach ``main`` as itself: raised while the interpreter
 builds another exception (``ssl``'s ``from _ssl import RAND_egd`` fallback, in C), it surfaces as a
-``TypeError: expected a message argument``. These tests stand in for such an import.
+``TypeError: expected a message argument``; raised in a callback whose exceptions the interpreter drops
+(an import lock's weakref callback), it is lost, and the run went on to the end with exit 0. These
+tests stand in for such imports.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Iterator
 
 import pytest
+import typer
 
 from agent_fleet.cli import app, interrupt
+from agent_fleet.cli.common import run_async
 
 
 @pytest.fixture(autouse=True)
 def _fresh_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(interrupt, "_requested", False, raising=False)
     monkeypatch.setattr(interrupt, "_said", False)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # install() sets its own
     previous = signal.getsignal(signal.SIGTERM)
     yield
     signal.signal(signal.SIGTERM, previous)
@@ -50,3 +56,39 @@ def test_the_same_error_without_a_sigterm_is_not_an_interrupt(monkeypatch: pytes
     monkeypatch.setattr(app, "build_app", broken)
     with pytest.raises(TypeError, match="a real bug"):
         app.main()
+
+
+class _DropsItsErrors:
+    """Its ``__del__`` gets the signal: the interpreter reports an error there and goes on."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a point where the handler surely ran
+
+
+def test_an_interrupt_the_interpreter_dropped_still_stops_the_command_before_it_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    interrupt.install()
+    _DropsItsErrors()  # collected at once; the KeyboardInterrupt raised in it goes nowhere
+    assert interrupt.requested()
+    ran: list[str] = []
+
+    async def command() -> None:
+        ran.append("the run")
+
+    with pytest.raises(typer.Exit) as exc:
+        run_async(command())
+    assert exc.value.exit_code == interrupt.EXIT_INTERRUPTED
+    assert ran == []
+    assert capsys.readouterr().err.splitlines() == [interrupt.MESSAGE]  # no "Exception ignored" report
+
+
+def test_without_a_sigterm_the_command_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    interrupt.install()
+
+    async def command() -> str:
+        return "done"
+
+    assert run_async(command()) == "done"
+    assert capsys.readouterr().err == ""

@@ -56,9 +56,17 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
                 task.cancel()
 
         loop.add_signal_handler(signal.SIGTERM, on_term)
+        if interrupt.requested():  # arrived before the handler above, its interrupt lost on the way
+            on_term()
+            coro.close()  # never started: nothing of it to unwind
+            raise asyncio.CancelledError
         return await coro
 
     interrupt.install()
+    if interrupt.requested():  # a SIGTERM while the command started, its interrupt dropped somewhere
+        coro.close()
+        interrupt.say_interrupted()
+        raise typer.Exit(interrupt.EXIT_INTERRUPTED)
     try:
         return asyncio.run(main())
     except BaseException as raised:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import Any
 
 __all__ = ["EXIT_INTERRUPTED", "MESSAGE", "install", "requested", "say_interrupted"]
 
@@ -32,14 +33,25 @@ def _terminate(signum: int, frame: object) -> None:
 def requested() -> bool:
     """Whether a SIGTERM arrived. The interrupt it raises does not always surface as itself: raised
     while the interpreter is building another exception (an import's fallback, in C), it comes out as
-    whatever that code made of it, e.g. a TypeError. The CLI goes by this flag, not the exception."""
+    whatever that code made of it, e.g. a TypeError; raised in a callback whose exceptions the
+    interpreter drops (an import lock's weakref callback, a ``__del__``), it is lost altogether. The
+    CLI goes by this flag, not the exception."""
     return _requested
+
+
+def _unraisable(args: Any) -> None:
+    """The interpreter's report of an exception it had to drop, except our own interrupt: that one is
+    acted on through :func:`requested`, and its traceback is not the one line the user gets."""
+    if _requested and isinstance(args.exc_value, KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(args)
 
 
 def install() -> None:
     """SIGTERM raises KeyboardInterrupt (SIGINT already does). Safe to call again: an event loop that
     handled SIGTERM itself puts the default back when it closes."""
     signal.signal(signal.SIGTERM, _terminate)
+    sys.unraisablehook = _unraisable
 
 
 def say_interrupted() -> None:
