@@ -222,29 +222,36 @@ def remove_workspace(base: Path) -> bool:
         base.rmdir()
         removed = True
     if repo:
-        with _worktrees_of(Path(repo), exclusive=True):
-            subprocess.run(["git", "-C", repo, "worktree", "prune"], capture_output=True, timeout=120, check=False)
+        with _worktrees_of(Path(repo), exclusive=True) as held:
+            if held:  # else worktrees are being added: the next removal prunes what this one would have
+                subprocess.run(["git", "-C", repo, "worktree", "prune"], capture_output=True, timeout=120, check=False)
     return removed
 
 
 @contextlib.contextmanager
-def _worktrees_of(repo: Path, *, exclusive: bool) -> Iterator[None]:
-    """Hold the repository's worktree lock: shared while adding a worktree, exclusive while pruning.
+def _worktrees_of(repo: Path, *, exclusive: bool) -> Iterator[bool]:
+    """The repository's worktree lock: shared while adding a worktree (waits), exclusive while pruning
+    (never waits: yields False when worktrees are being added, and the caller skips its prune).
 
     ``git worktree add`` makes the worktree's directory under ``.git/worktrees`` a moment before it
     writes the ``locked`` file that keeps ``git worktree prune`` away; a prune in that moment (another
     session's workspace going away) removes the new directory and the add fails with exit 128. Adds
-    run side by side; a prune waits for them, and they for it. The lock is an flock on the
-    repository's top directory, so engines in other processes on the same repository take part, and
-    nothing is written into the repository for it.
+    run side by side, and a session's end never waits for another's start: a prune is only cleanup
+    (``git worktree remove`` already dropped the registration) that a later removal does as well. The
+    lock is an flock on the repository's top directory, so engines in other processes on the same
+    repository take part, and nothing is written into the repository for it.
     """
     try:
         fd = os.open(repo, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:  # gone, or not ours to open: git reports what matters
-        yield
+        yield True
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB if exclusive else fcntl.LOCK_SH)
+        except BlockingIOError:
+            yield False
+        else:
+            yield True
     finally:
         os.close(fd)  # closing the descriptor releases the lock

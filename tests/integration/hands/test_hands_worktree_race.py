@@ -58,7 +58,7 @@ def test_worktrees_are_added_while_others_are_removed(tmp_path: Path) -> None:
     finally:
         stop.set()
         ender.join()
-    assert prunes >= 1, prunes  # removals really ran beside the adds (each waits for the adds under way)
+    assert prunes >= ADDS // 4, prunes  # removals really ran beside the adds
     assert failures == [], f"{len(failures)} of {ADDS} starts failed: {failures[0]!r}"
     assert len(made) == ADDS
     assert all((ws.workdir / "pkg" / "m7.py").read_text() == "x = 7\n" for ws in made)
