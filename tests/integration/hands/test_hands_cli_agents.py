@@ -78,7 +78,7 @@ async def test_standins_report_items_usage_and_cost(
 async def test_hanging_cli_is_killed_at_its_hard_timeout(provider: LocalSandboxProvider) -> None:
     async with stub_gateway() as gw:
         out = await CommandAgent(
-            CliAgentSpec(command=standin_command("codex", "--hang"), format="codex", timeout=8), provider
+            CliAgentSpec(command=standin_command("codex", "--hang"), format="codex", timeout=20), provider
         ).run(
             session_id="s-hang",
             partition=partition(),
