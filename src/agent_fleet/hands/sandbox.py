@@ -339,7 +339,6 @@ class LocalSandboxProvider:
             self.uid = None
         self.owner = isolation.owner_token()
         self.shim = isolation.exec_shim()
-        self._repo_locks: dict[Path, asyncio.Lock] = {}
 
     @property
     def isolation(self) -> str:
@@ -366,27 +365,26 @@ class LocalSandboxProvider:
         sandbox_id = f"sbx-{secrets.token_hex(6)}"
         chown = (self.uid, self.uid) if self.uid is not None else None
         src = None if source is None else await asyncio.to_thread(Path(source).resolve)
-        lock = self._repo_locks.setdefault(src, asyncio.Lock()) if src is not None else asyncio.Lock()
-        async with lock:  # git serialises worktree bookkeeping per repository
-            try:
-                ws = await asyncio.to_thread(
-                    create_workspace,
-                    self.root,
-                    sandbox_id=sandbox_id,
-                    session_id=session_id,
-                    owner=self.owner,
-                    source=src,
-                    items=items,
-                    chown=chown,
-                    commit=commit if commit is not None else (changes.base if changes is not None else None),
-                    patch=patch,
-                )
-            except (OSError, ValueError) as exc:
-                await asyncio.to_thread(remove_workspace, self.root / sandbox_id)
-                raise SandboxError(f"could not create a workspace for {session_id}: {exc}") from None
-            except Exception:
-                await asyncio.to_thread(remove_workspace, self.root / sandbox_id)
-                raise
+        # git's worktree bookkeeping takes its own per-repository lock (workspace.py)
+        try:
+            ws = await asyncio.to_thread(
+                create_workspace,
+                self.root,
+                sandbox_id=sandbox_id,
+                session_id=session_id,
+                owner=self.owner,
+                source=src,
+                items=items,
+                chown=chown,
+                commit=commit if commit is not None else (changes.base if changes is not None else None),
+                patch=patch,
+            )
+        except (OSError, ValueError) as exc:
+            await asyncio.to_thread(remove_workspace, self.root / sandbox_id)
+            raise SandboxError(f"could not create a workspace for {session_id}: {exc}") from None
+        except Exception:
+            await asyncio.to_thread(remove_workspace, self.root / sandbox_id)
+            raise
         net = self.config.allow_network if allow_network is None else allow_network
         return LocalSandbox(
             ws,

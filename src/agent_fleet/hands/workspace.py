@@ -138,13 +138,9 @@ def create_workspace(
         worktree = workdir
         marker["worktree_of"] = str(repo)
         _write_marker(base, marker)  # before the worktree exists: a crash in between is still reaped
-        with _worktrees_of(repo, exclusive=False):
-            subprocess.run(
-                ["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(worktree), commit or "HEAD"],
-                capture_output=True,
-                timeout=300,
-                check=True,
-            )
+        with _worktrees_of(repo):  # git's bookkeeping only; the files are written after
+            _git(repo, "worktree", "add", "--detach", "--no-checkout", "--quiet", str(worktree), commit or "HEAD")
+        _checkout(worktree)
         if patch:
             _apply(worktree, patch)
         gitdir = _gitdir(worktree)
@@ -198,15 +194,8 @@ def remove_workspace(base: Path) -> bool:
     except (OSError, ValueError):
         marker = {}
     repo = marker.get("worktree_of")
-    workdir = base / "work"
-    if repo:
-        subprocess.run(
-            ["git", "-C", repo, "worktree", "remove", "--force", str(workdir)],
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-    # rmtree tolerates what git already removed; the marker goes last
+    # the files first, side by side with other workspaces' (rmtree tolerates what is already gone); the
+    # marker goes last
     try:
         children = sorted(base.iterdir(), key=lambda p: p.name == MARKER)
     except FileNotFoundError:  # another engine's reaper removed it meanwhile
@@ -222,36 +211,64 @@ def remove_workspace(base: Path) -> bool:
         base.rmdir()
         removed = True
     if repo:
-        with _worktrees_of(Path(repo), exclusive=True) as held:
-            if held:  # else worktrees are being added: the next removal prunes what this one would have
-                subprocess.run(["git", "-C", repo, "worktree", "prune"], capture_output=True, timeout=120, check=False)
+        # then git's bookkeeping: the worktree's registration (its files are gone, which git allows),
+        # and any registration a crash left behind
+        with _worktrees_of(Path(repo)):
+            for args in (("worktree", "remove", "--force", str(base / "work")), ("worktree", "prune")):
+                subprocess.run(["git", "-C", repo, *args], capture_output=True, timeout=120, check=False)
     return removed
 
 
-@contextlib.contextmanager
-def _worktrees_of(repo: Path, *, exclusive: bool) -> Iterator[bool]:
-    """The repository's worktree lock: shared while adding a worktree (waits), exclusive while pruning
-    (never waits: yields False when worktrees are being added, and the caller skips its prune).
+def _git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd``; its output, or OSError with git's own reason."""
+    done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, timeout=300, check=False)
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip().splitlines()
+        raise OSError(
+            f"git {args[0]} {args[1] if len(args) > 1 else ''}".strip()
+            + f" failed: {reason[-1] if reason else done.returncode}"
+        )
+    return done.stdout.decode(errors="replace")
 
-    ``git worktree add`` makes the worktree's directory under ``.git/worktrees`` a moment before it
-    writes the ``locked`` file that keeps ``git worktree prune`` away; a prune in that moment (another
-    session's workspace going away) removes the new directory and the add fails with exit 128. Adds
-    run side by side, and a session's end never waits for another's start: a prune is only cleanup
-    (``git worktree remove`` already dropped the registration) that a later removal does as well. The
-    lock is an flock on the repository's top directory, so engines in other processes on the same
-    repository take part, and nothing is written into the repository for it.
+
+def _checkout(worktree: Path) -> None:
+    """Write a worktree's files as ``git worktree add`` does after its bookkeeping: a hard reset to its
+    HEAD, then the repository's ``post-checkout`` hook, if it has one (``core.hooksPath`` counts), run
+    in the worktree with the arguments git gives it."""
+    _git(worktree, "reset", "--hard", "--no-recurse-submodules", "--quiet")
+    head, hook = _git(worktree, "rev-parse", "HEAD", "--git-path", "hooks/post-checkout").splitlines()
+    path = worktree / hook  # relative to the worktree, or absolute
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+    done = subprocess.run(
+        [str(path), "0" * len(head), head, "1"], cwd=worktree, env=env, capture_output=True, timeout=300, check=False
+    )
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip().splitlines()
+        raise OSError(f"the repository's post-checkout hook failed: {reason[-1] if reason else done.returncode}")
+
+
+@contextlib.contextmanager
+def _worktrees_of(repo: Path) -> Iterator[None]:
+    """The repository's worktree lock, held around every change to git's worktree bookkeeping.
+
+    git's worktree commands are not safe side by side. ``git worktree add`` writes the new worktree's
+    files under ``.git/worktrees`` one by one (``commondir`` is written empty, then filled), and every
+    worktree command reads all of them: another add beside it dies with "failed to read
+    .../commondir", and a prune in that moment removes the half-made directory (exit 128). So adds,
+    removals and prunes take this lock in turn; each holds it only for git's bookkeeping (the files
+    of a worktree are written and removed outside it), so a session's start or end waits milliseconds
+    for another's. The lock is an flock on the repository's top directory: engines in other
+    processes on the same repository take part, and nothing is written into the repository for it.
     """
     try:
         fd = os.open(repo, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:  # gone, or not ours to open: git reports what matters
-        yield True
+        yield
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB if exclusive else fcntl.LOCK_SH)
-        except BlockingIOError:
-            yield False
-        else:
-            yield True
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

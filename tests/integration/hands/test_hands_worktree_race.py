@@ -1,17 +1,21 @@
 """Workspaces coming and going on one repository at once, with real git.
 
 A session's workspace is a ``git worktree add``; a workspace going away ends with ``git worktree
-prune``. git makes a new worktree's directory under ``.git/worktrees`` a moment before it writes the
-``locked`` file that keeps a prune away, so a prune in that moment removes the new worktree's
-directory and the add fails (exit 128: "could not open .../locked for writing"). In a fleet, one
-session ends while another starts all the time: no start may fail for it.
+prune``. git's worktree commands are not safe side by side: a prune removes a worktree being added
+before its ``locked`` file is written (exit 128: "could not open .../locked for writing"), and an add
+reads every other worktree's files, one of them half-written by another add ("failed to read
+.../commondir"). In a fleet, sessions start side by side and one ends while another starts all the
+time: no start may fail for it. (Before the lock: 6 of 150 adds failed beside a prune loop; with a
+lock that kept only prunes apart, 2 runs of 20 of this test on a loaded machine still had a failed add.)
 """
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from pathlib import Path
 
+import pytest
 from _hands_support import git_repo, worktrees
 
 from agent_fleet.hands.workspace import MARKER, create_workspace, remove_workspace
@@ -66,3 +70,28 @@ def test_worktrees_are_added_while_others_are_removed(tmp_path: Path) -> None:
     for ws in made:
         assert remove_workspace(ws.base)
     assert worktrees(repo) == [str(repo)]
+
+
+def test_a_workspace_runs_the_repositorys_post_checkout_hook_as_git_worktree_add_does(tmp_path: Path) -> None:
+    repo = git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    hook.write_text('#!/bin/sh\necho "$@" > "$(pwd)/hook-args"\n')
+    hook.chmod(0o755)
+    plain = tmp_path / "plain"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(plain)], check=True)
+    ws = create_workspace(tmp_path / "sandboxes", sandbox_id="s", session_id="s", owner="t", source=repo)
+    assert (ws.workdir / "a.py").read_text() == "x = 1\n"
+    assert (ws.workdir / "hook-args").read_text() == (plain / "hook-args").read_text()  # same arguments
+    assert (plain / "hook-args").read_text().split()[2] == "1"
+
+
+def test_a_failing_hook_or_an_unknown_commit_is_one_clear_reason(tmp_path: Path) -> None:
+    repo = git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    root = tmp_path / "sandboxes"
+    with pytest.raises(OSError, match=r"^git worktree add failed: fatal: invalid reference: f{40}$"):
+        create_workspace(root, sandbox_id="a", session_id="a", owner="t", source=repo, commit="f" * 40)
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    hook.write_text("#!/bin/sh\necho 'lfs: not installed' >&2\nexit 3\n")
+    hook.chmod(0o755)
+    with pytest.raises(OSError, match=r"^the repository's post-checkout hook failed: lfs: not installed$"):
+        create_workspace(root, sandbox_id="b", session_id="b", owner="t", source=repo)
