@@ -17,7 +17,7 @@ from .conftest import Cli, write_lines
 async def _first_live_figures(db: Path, proc: subprocess.Popen[str]) -> str:
     """The run's id, once its live dedup has counted at least 50 of its 600 results."""
     for _ in range(1200):  # the run makes its store; this reader does not race it for the schema
-        if db.exists():
+        if await asyncio.to_thread(db.exists):
             break
         assert proc.poll() is None, proc.communicate()
         await asyncio.sleep(0.05)
