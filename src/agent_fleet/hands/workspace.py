@@ -180,8 +180,9 @@ def _apply(workdir: Path, patch: bytes) -> None:
         check=False,
     )
     if done.returncode != 0:
-        reason = done.stderr.decode(errors="replace").strip().splitlines()
-        raise ValueError(f"the change does not apply to its base: {reason[0] if reason else 'git apply failed'}")
+        raise ValueError(
+            f"the change does not apply to its base: {_reason(done, first=True, missing='git apply failed')}"
+        )
 
 
 def remove_workspace(base: Path) -> bool:
@@ -223,12 +224,15 @@ def _git(cwd: Path, *args: str) -> str:
     """Run git in ``cwd``; its output, or OSError with git's own reason."""
     done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, timeout=300, check=False)
     if done.returncode != 0:
-        reason = done.stderr.decode(errors="replace").strip().splitlines()
-        raise OSError(
-            f"git {args[0]} {args[1] if len(args) > 1 else ''}".strip()
-            + f" failed: {reason[-1] if reason else done.returncode}"
-        )
+        raise OSError(f"{' '.join(['git', *args[:2]])} failed: {_reason(done)}")
     return done.stdout.decode(errors="replace")
+
+
+def _reason(done: subprocess.CompletedProcess[bytes], *, first: bool = False, missing: str = "") -> str:
+    """A failed command's reason in one line: the first or last line of its stderr (else ``missing``,
+    else its exit code)."""
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    return (lines[0] if first else lines[-1]) if lines else missing or f"exit {done.returncode}"
 
 
 def _checkout(worktree: Path) -> None:
@@ -245,8 +249,7 @@ def _checkout(worktree: Path) -> None:
         [str(path), "0" * len(head), head, "1"], cwd=worktree, env=env, capture_output=True, timeout=300, check=False
     )
     if done.returncode != 0:
-        reason = done.stderr.decode(errors="replace").strip().splitlines()
-        raise OSError(f"the repository's post-checkout hook failed: {reason[-1] if reason else done.returncode}")
+        raise OSError(f"the repository's post-checkout hook failed: {_reason(done)}")
 
 
 @contextlib.contextmanager
